@@ -1,0 +1,12 @@
+"""keras_tfm: Transformer building blocks on Keras 3, written to be read.
+
+    import keras_tfm
+    block = keras_tfm.EncoderBlock(num_heads=4, mlp_dim=256)
+"""
+
+from keras_tfm import layers
+from keras_tfm.layers import *  # noqa: F401,F403  (the layers are the package's public API)
+from keras_tfm.layers import __all__ as _layer_names
+
+__version__ = "0.1.0"
+__all__ = ["layers", *_layer_names]

@@ -1,0 +1,105 @@
+"""The position-wise feed-forward network (Vaswani et al., 2017, section 3.3): FFN(x) = W₂ act(W₁ x + b₁) + b₂.
+
+Attention mixes information *between* positions; this two-layer MLP then transforms each position on its
+own (the same weights at every position), widening to `hidden_dim` (4 × d_model in the paper) and back.
+"""
+
+import keras
+
+from keras_tfm.layers import _checks
+from keras_tfm.layers._utils import clone_initializer
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class FeedForward(keras.layers.Layer):
+    """Two dense layers with an activation and dropout between them, applied to every position alike.
+
+    Args:
+        hidden_dim: width of the hidden layer (`d_ff`).
+        activation: activation of the hidden layer (`"gelu"` as in ViT/BERT; the paper used `"relu"`).
+        dropout: dropout rate after the activation and after the output projection.
+        output_dim: width of the output; defaults to the input width.
+        kernel_initializer: initializer of both kernels.
+        seed: seed of the dropouts.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        x: `(batch, ..., dim)`.
+        training: whether dropout is active.
+
+    Returns:
+        `(batch, ..., output_dim or dim)`. A mask on `x` passes through unchanged.
+
+    Example:
+
+    >>> ffn = FeedForward(hidden_dim=128)
+    >>> tuple(ffn(np.zeros((2, 10, 32), "float32")).shape)
+    (2, 10, 32)
+    """
+
+    def __init__(
+        self,
+        hidden_dim,
+        activation="gelu",
+        dropout=0.0,
+        output_dim=None,
+        kernel_initializer="glorot_uniform",
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _checks.positive_int("hidden_dim", hidden_dim)
+        _checks.positive_int("output_dim", output_dim, allow_none=True)
+        _checks.rate("dropout", dropout)
+        self.hidden_dim = hidden_dim
+        self.activation = keras.activations.get(activation)
+        self.dropout = dropout
+        self.output_dim = output_dim
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.seed = seed
+        self.supports_masking = True
+        self.hidden = keras.layers.Dense(
+            hidden_dim,
+            activation=self.activation,
+            kernel_initializer=clone_initializer(kernel_initializer),
+            dtype=self.dtype_policy,
+            name="hidden",
+        )
+        self.hidden_dropout = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+        self.output_dropout = keras.layers.Dropout(
+            dropout, seed=None if seed is None else seed + 1, dtype=self.dtype_policy
+        )
+
+    def build(self, x_shape):
+        self.hidden.build(x_shape)
+        self.output_projection = keras.layers.Dense(
+            self.output_dim or x_shape[-1],
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            dtype=self.dtype_policy,
+            name="output",
+        )
+        self.output_projection.build(tuple(x_shape[:-1]) + (self.hidden_dim,))
+        self.built = True
+
+    def call(self, x, training=None):
+        h = self.hidden(x)  # (batch, ..., hidden_dim)
+        h = self.hidden_dropout(h, training=training)
+        y = self.output_projection(h)  # (batch, ..., output_dim)
+        return self.output_dropout(y, training=training)
+
+    def compute_output_shape(self, x_shape):
+        return tuple(x_shape[:-1]) + (self.output_dim or x_shape[-1],)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "hidden_dim": self.hidden_dim,
+                "activation": keras.activations.serialize(self.activation),
+                "dropout": self.dropout,
+                "output_dim": self.output_dim,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "seed": self.seed,
+            }
+        )
+        return config

@@ -1,0 +1,177 @@
+"""Token embedding plus positional encoding: the input layer of the 2017 Transformer (section 3.4-3.5)."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_tfm.layers import _checks
+from keras_tfm.layers.position_encoding import sinusoidal_encoding_at
+
+POSITIONS = ("sinusoidal", "learned", None)
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class TokenEmbedding(keras.layers.Layer):
+    """Looks up token vectors, scales them by √dim and adds a positional encoding.
+
+    The paper multiplies the embeddings by √d_model (so that, with small initial weights, the token signal is
+    not drowned by the unit-amplitude positional encoding) and adds the fixed sinusoidal encoding. "learned"
+    uses a trainable table of `max_length` positions instead (BERT, GPT), and `None` adds nothing (a bag of
+    tokens; see the experiments recipe for why that fails on order-dependent tasks).
+
+    Id 0 is padding: with `mask_zero=True` the layer emits a Keras padding mask (True at real tokens), which
+    every keras_tfm attention layer downstream uses to ignore padded keys.
+
+    Args:
+        vocab_size: number of token ids (ids must lie in `[0, vocab_size)`).
+        dim: width of the embedding (`d_model`).
+        max_length: longest sequence allowed. Required with `position="learned"` (it is the size of the
+            table); optional otherwise, where it only guards against sequences longer than expected.
+        position: `"sinusoidal"`, `"learned"` or `None`.
+        mask_zero: whether id 0 is padding and produces a mask.
+        scale: whether to multiply the token vectors by √dim.
+        dropout: dropout rate applied to the sum.
+        embeddings_initializer: initializer of the token table.
+        seed: seed of the dropout.
+        **kwargs: standard `keras.layers.Layer` arguments.
+
+    Call arguments:
+        inputs: int tensor `(batch, length)` of token ids.
+        start_position: position of the first token (int or scalar int tensor), for one-token-at-a-time
+            decoding: the token generated at step `t` is embedded with `start_position=t`.
+        training: whether dropout is active.
+
+    Returns:
+        `(batch, length, dim)` in the compute dtype, with a `(batch, length)` mask when `mask_zero`.
+
+    Example:
+
+    >>> embed = TokenEmbedding(vocab_size=100, dim=32, max_length=64)
+    >>> ids = np.array([[5, 7, 9, 0, 0]])
+    >>> x = embed(ids)
+    >>> tuple(x.shape), embed.compute_mask(ids).tolist()  # doctest: +SKIP
+    ((1, 5, 32), [[True, True, True, False, False]])
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        dim,
+        max_length=None,
+        position="sinusoidal",
+        mask_zero=True,
+        scale=True,
+        dropout=0.0,
+        embeddings_initializer="uniform",
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _checks.positive_int("vocab_size", vocab_size)
+        _checks.positive_int("dim", dim)
+        _checks.positive_int("max_length", max_length, allow_none=True)
+        _checks.one_of("position", position, POSITIONS)
+        _checks.rate("dropout", dropout)
+        if position == "sinusoidal" and dim % 2:
+            raise ValueError(f"`dim` must be even for sinusoidal positions. Received: dim={dim}")
+        if position == "learned" and max_length is None:
+            raise ValueError(
+                "`max_length` is required with position='learned' (it is the size of the position table). "
+                "Received: max_length=None"
+            )
+        self.vocab_size = vocab_size
+        self.dim = dim
+        self.max_length = max_length
+        self.position = position
+        self.mask_zero = mask_zero
+        self.scale = scale
+        self.dropout = dropout
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        self.seed = seed
+        self.supports_masking = True
+        self.token_embedding = keras.layers.Embedding(
+            vocab_size,
+            dim,
+            embeddings_initializer=self.embeddings_initializer,
+            dtype=self.dtype_policy,
+            name="token_embedding",
+        )
+        self.dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+
+    def build(self, inputs_shape):
+        _checks.rank("inputs", inputs_shape, 2, "(batch, length) of token ids")
+        self.token_embedding.build(inputs_shape)
+        if self.position == "learned":
+            self.position_embeddings = self.add_weight(
+                name="position_embeddings",
+                shape=(self.max_length, self.dim),
+                initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+            )
+        self.built = True
+
+    @property
+    def embeddings(self):
+        """The `(vocab_size, dim)` token table (e.g. for tying the output projection to it)."""
+        return self.token_embedding.embeddings
+
+    def call(self, inputs, start_position=0, training=None):
+        _checks.rank("inputs", inputs.shape, 2, "(batch, length) of token ids")
+        self._check_ids(inputs)
+        length = inputs.shape[1]
+        if self.max_length is not None and length is not None and isinstance(start_position, int):
+            if start_position + length > self.max_length:
+                raise ValueError(
+                    f"The sequence is longer than `max_length` ({self.max_length}): received length {length} "
+                    f"starting at position {start_position}. Truncate the input or build with a larger max_length."
+                )
+        x = self.token_embedding(inputs)  # (batch, length, dim)
+        if self.scale:
+            x = x * ops.cast(math.sqrt(self.dim), x.dtype)
+        if self.position is not None:
+            positions = ops.arange(ops.shape(inputs)[1], dtype="int32") + ops.cast(start_position, "int32")
+            if self.position == "sinusoidal":
+                encoding = sinusoidal_encoding_at(positions, self.dim, dtype=x.dtype)  # (length, dim)
+            else:
+                encoding = ops.cast(ops.take(self.position_embeddings, positions, axis=0), x.dtype)
+            x = x + encoding[None, :, :]
+        return self.dropout_layer(x, training=training)
+
+    def _check_ids(self, ids):
+        """Out-of-range ids are caught when their values are known (eager calls); inside a compiled graph the
+        values are not available to Python and the check is skipped."""
+        values = _checks.concrete_value(ids)
+        if values is None or values.size == 0:
+            return
+        low, high = int(values.min()), int(values.max())
+        if low < 0 or high >= self.vocab_size:
+            bad = high if high >= self.vocab_size else low
+            raise ValueError(
+                f"Token ids must lie in [0, vocab_size) = [0, {self.vocab_size}). Received: an id of {bad} in "
+                "`inputs`. Check the tokenizer's vocabulary size against `vocab_size`."
+            )
+
+    def compute_mask(self, inputs, mask=None):
+        if not self.mask_zero:
+            return None
+        return ops.not_equal(inputs, 0)
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape) + (self.dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocab_size": self.vocab_size,
+                "dim": self.dim,
+                "max_length": self.max_length,
+                "position": self.position,
+                "mask_zero": self.mask_zero,
+                "scale": self.scale,
+                "dropout": self.dropout,
+                "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+                "seed": self.seed,
+            }
+        )
+        return config

@@ -1,0 +1,170 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_tfm.layers import MultiHeadAttention, attention_mask_from_torch
+from tests.helpers import assert_close, random_floats, to_numpy
+
+BATCH, QUERY_LEN, KEY_LEN, DIM, HEADS = 2, 5, 7, 16, 4
+
+
+def ported_pair(query_dim=DIM, value_dim_in=DIM, key_dim=None, **kwargs):
+    """Our layer and keras.layers.MultiHeadAttention with the same weights (copied from Keras into ours)."""
+    ref = keras.layers.MultiHeadAttention(HEADS, key_dim or query_dim // HEADS, **kwargs)
+    ref(random_floats(1, 3, query_dim), random_floats(1, 4, value_dim_in))
+    ours = MultiHeadAttention(HEADS, key_dim=key_dim, **kwargs)
+    ours(random_floats(1, 3, query_dim), random_floats(1, 4, value_dim_in))
+    assert [tuple(w.shape) for w in ours.weights] == [tuple(w.shape) for w in ref.weights]
+    ours.set_weights(ref.get_weights())
+    return ours, ref
+
+
+def padding(lengths, length):
+    return np.arange(length)[None, :] < np.array(lengths)[:, None]
+
+
+def test_weights_have_keras_names_order_and_shapes():
+    ours, ref = ported_pair()
+    assert [w.path.split("/")[-2:] for w in ours.weights] == [w.path.split("/")[-2:] for w in ref.weights]
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["fused", "explicit"])
+@pytest.mark.parametrize(
+    "masks",
+    ["none", "padding", "attention_mask", "causal", "all"],
+)
+def test_equals_keras_multi_head_attention(masks, explicit):
+    ours, ref = ported_pair()
+    query, value = random_floats(BATCH, QUERY_LEN, DIM, seed=1), random_floats(BATCH, KEY_LEN, DIM, seed=2)
+    kwargs = {}
+    if masks in ("padding", "all"):
+        kwargs.update(query_mask=padding([5, 3], QUERY_LEN), value_mask=padding([7, 4], KEY_LEN))
+    if masks in ("attention_mask", "all"):
+        kwargs["attention_mask"] = np.random.default_rng(3).random((BATCH, QUERY_LEN, KEY_LEN)) > 0.3
+    if masks in ("causal", "all"):
+        kwargs["use_causal_mask"] = True
+    expected = ref(query, value, **kwargs)
+    actual = ours(query, value, return_attention_scores=explicit, **kwargs)
+    actual = actual[0] if explicit else actual
+    assert_close(actual, expected, atol=1e-5)
+
+
+def test_cross_attention_with_other_widths_and_key_dim():
+    ours, ref = ported_pair(query_dim=12, value_dim_in=20, key_dim=6)
+    query, value = random_floats(BATCH, QUERY_LEN, 12), random_floats(BATCH, KEY_LEN, 20)
+    out = ours(query, value)
+    assert tuple(out.shape) == (BATCH, QUERY_LEN, 12)
+    assert_close(out, ref(query, value))
+
+
+def test_explicit_weights_rows_sum_to_one_and_ignore_masked_and_future_keys():
+    mha = MultiHeadAttention(HEADS)
+    x = random_floats(BATCH, KEY_LEN, DIM)
+    real = padding([7, 4], KEY_LEN)
+    _, scores = mha(x, x, query_mask=real, value_mask=real, use_causal_mask=True, return_attention_scores=True)
+    scores = to_numpy(scores)
+    assert scores.shape == (BATCH, HEADS, KEY_LEN, KEY_LEN)
+    np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-6)
+    future = np.triu(np.ones((KEY_LEN, KEY_LEN), dtype=bool), k=1)
+    assert scores[:, :, future].max() < 1e-6
+    # Sample 1 has 4 real tokens: its real queries put no weight on the 3 padded keys.
+    assert scores[1, :, :4, 4:].max() < 1e-6
+
+
+def test_fully_masked_rows_are_finite():
+    mha = MultiHeadAttention(HEADS)
+    x = random_floats(BATCH, KEY_LEN, DIM)
+    nothing = np.zeros((BATCH, KEY_LEN), dtype=bool)
+    out, scores = mha(x, x, value_mask=nothing, return_attention_scores=True)
+    assert np.all(np.isfinite(to_numpy(out))) and np.all(np.isfinite(to_numpy(scores)))
+    assert np.all(np.isfinite(to_numpy(mha(x, x, value_mask=nothing))))  # fused path too
+
+
+def test_self_attention_default_value_and_implicit_masks():
+    ids = keras.Input((None,), dtype="int32")
+    x = keras.layers.Embedding(10, DIM, mask_zero=True)(ids)
+    out = MultiHeadAttention(HEADS, name="mha")(x)  # value defaults to query, masks come from Embedding
+    model = keras.Model(ids, out)
+    batch = np.array([[1, 2, 3, 0, 0], [4, 5, 6, 7, 8]])
+    short = model(batch[:1, :3])
+    # Padding must not change the real tokens' outputs.
+    assert_close(to_numpy(model(batch))[0, :3], short[0], atol=1e-5)
+
+
+def test_torch_style_mask_via_helper_matches_keras_mask():
+    mha = MultiHeadAttention(HEADS)
+    x = random_floats(BATCH, QUERY_LEN, DIM)
+    blocked = np.random.default_rng(0).random((BATCH, QUERY_LEN, QUERY_LEN)) > 0.6
+    expected = mha(x, x, attention_mask=~blocked)
+    assert_close(mha(x, x, attention_mask=attention_mask_from_torch(blocked)), expected, atol=0)
+
+
+def test_cached_steps_equal_one_full_causal_pass():
+    mha = MultiHeadAttention(HEADS)
+    x = random_floats(BATCH, 6, DIM)
+    full = to_numpy(mha(x, use_causal_mask=True))
+    cache = mha.empty_cache(BATCH, 6)
+    for t in range(6):
+        step, cache = mha(x[:, t : t + 1], cache=cache, cache_index=t, use_causal_mask=True)
+        assert_close(step[:, 0], full[:, t], atol=1e-5)
+
+
+def test_precomputed_cross_attention_cache_equals_direct_call():
+    mha = MultiHeadAttention(HEADS)
+    query, context = random_floats(BATCH, 3, DIM), random_floats(BATCH, KEY_LEN, DIM)
+    context_mask = padding([7, 5], KEY_LEN)
+    expected = mha(query, context, value_mask=context_mask)
+    out, _ = mha(query, cache=mha.precompute_cache(context), value_mask=context_mask)
+    assert_close(out, expected)
+
+
+def test_attention_dropout_only_in_training():
+    mha = MultiHeadAttention(HEADS, dropout=0.5, seed=1)
+    x = random_floats(BATCH, QUERY_LEN, DIM)
+    assert_close(mha(x, training=False), mha(x, training=False), atol=0)
+    assert not np.allclose(to_numpy(mha(x, training=True)), to_numpy(mha(x, training=False)))
+
+
+def test_bad_arguments():
+    x = random_floats(BATCH, QUERY_LEN, 10)
+    with pytest.raises(ValueError, match=r"query width \(10\) must be divisible by `num_heads` \(4\)"):
+        MultiHeadAttention(4)(x)
+    with pytest.raises(ValueError, match=r"`num_heads` must be a positive integer.*num_heads=0"):
+        MultiHeadAttention(0)
+    with pytest.raises(ValueError, match=r"`dropout` must be a number in \[0, 1\).*dropout=1.5"):
+        MultiHeadAttention(2, dropout=1.5)
+    with pytest.raises(ValueError, match=r"`query` must have rank 3.*\(2, 10\)"):
+        MultiHeadAttention(2)(random_floats(2, 10))
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(attention_mask=np.ones((BATCH, QUERY_LEN, 3))), r"`attention_mask` must have shape .*\(2, 5, 3\)"),
+        (dict(attention_mask=np.ones((QUERY_LEN, KEY_LEN))), r"`attention_mask` must have shape .*\(5, 7\)"),
+        (dict(value_mask=np.ones((BATCH, 3))), r"`value_mask` must have shape \(batch, key_len\).*\(2, 3\)"),
+        (dict(query_mask=np.ones((BATCH, KEY_LEN))), r"`query_mask` must have shape \(batch, query_len\)"),
+    ],
+)
+def test_masks_of_the_wrong_shape(kwargs, message):
+    mha = MultiHeadAttention(HEADS)
+    with pytest.raises(ValueError, match=message):
+        mha(random_floats(BATCH, QUERY_LEN, DIM), random_floats(BATCH, KEY_LEN, DIM), **kwargs)
+
+
+def test_cache_helpers_need_a_built_layer():
+    with pytest.raises(ValueError, match="call the layer once"):
+        MultiHeadAttention(2).empty_cache(1, 4)
+
+
+def test_equals_keras_with_implicit_masks_in_a_functional_model():
+    ids = keras.Input((None,), dtype="int32")
+    x = keras.layers.Embedding(10, DIM, mask_zero=True, name="embed")(ids)
+    ours_model = keras.Model(ids, MultiHeadAttention(HEADS, name="ours")(x, x))
+    ref_model = keras.Model(ids, keras.layers.MultiHeadAttention(HEADS, DIM // HEADS, name="ref")(x, x))
+    ref_model.get_layer("embed").set_weights(ours_model.get_layer("embed").get_weights())
+    ours_model.get_layer("ours").set_weights(ref_model.get_layer("ref").get_weights())
+    batch = np.array([[1, 2, 3, 0, 0], [4, 5, 6, 7, 8]])
+    real = batch != 0
+    # Keras gives padded *queries* uniform weights, we let them attend to real keys: compare real tokens.
+    assert_close(to_numpy(ours_model(batch))[real], to_numpy(ref_model(batch))[real])

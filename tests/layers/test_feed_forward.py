@@ -1,0 +1,32 @@
+import numpy as np
+import pytest
+
+from keras_tfm.layers import FeedForward
+from tests.helpers import random_floats, to_numpy
+
+
+def test_is_the_same_mlp_at_every_position():
+    ffn = FeedForward(32, activation="relu")
+    x = random_floats(2, 5, 8)
+    out = to_numpy(ffn(x))
+    (w1, b1), (w2, b2) = ((to_numpy(v) for v in layer.weights) for layer in (ffn.hidden, ffn.output_projection))
+    expected = np.maximum(x @ w1 + b1, 0.0) @ w2 + b2
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
+def test_output_dim():
+    assert tuple(FeedForward(32, output_dim=3)(random_floats(2, 5, 8)).shape) == (2, 5, 3)
+
+
+def test_dropout_only_in_training():
+    ffn = FeedForward(32, dropout=0.5, seed=0)
+    x = random_floats(2, 5, 8)
+    np.testing.assert_array_equal(to_numpy(ffn(x)), to_numpy(ffn(x, training=False)))
+    assert not np.allclose(to_numpy(ffn(x, training=True)), to_numpy(ffn(x)))
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match=r"`hidden_dim` must be a positive integer.*hidden_dim=0"):
+        FeedForward(0)
+    with pytest.raises(ValueError, match=r"`dropout` must be a number in \[0, 1\).*dropout=1"):
+        FeedForward(4, dropout=1)

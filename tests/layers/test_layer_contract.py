@@ -1,0 +1,177 @@
+"""The contract every public keras_tfm layer keeps: config and `.keras` round trips, Keras serialization,
+symbolic use in functional models, masks, trainability, mixed precision and XLA compilation."""
+
+import inspect
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_tfm import layers as tfm
+from tests.helpers import padded_ids, random_floats, to_numpy
+
+VOCAB, LENGTH, DIM = 12, 6, 8
+
+
+def token_model(layer_factory):
+    """ids -> TokenEmbedding -> layer: the layer sees a float sequence carrying a padding mask."""
+
+    def build():
+        ids = keras.Input((None,), dtype="int32", name="ids")
+        x = tfm.TokenEmbedding(VOCAB, DIM)(ids)
+        return keras.Model(ids, layer_factory()(x))
+
+    return build, lambda: padded_ids([LENGTH, 3], LENGTH, VOCAB)
+
+
+def decoder_model():
+    target = keras.Input((None,), dtype="int32", name="target")
+    source = keras.Input((None,), dtype="int32", name="source")
+    context = tfm.TokenEmbedding(VOCAB, DIM, name="source_embedding")(source)
+    x = tfm.TokenEmbedding(VOCAB, DIM, name="target_embedding")(target)
+    return keras.Model([target, source], tfm.DecoderBlock(2, 16)(x, context))
+
+
+def learned_token_model():
+    ids = keras.Input((LENGTH,), dtype="int32")
+    return keras.Model(ids, tfm.TokenEmbedding(VOCAB, DIM, max_length=LENGTH, position="learned")(ids))
+
+
+def image_model(**kwargs):
+    def build():
+        images = keras.Input((8, 8, 3), name="images")
+        return keras.Model(images, tfm.PatchEmbedding(4, DIM, **kwargs)(images))
+
+    return build, lambda: random_floats(2, 8, 8, 3)
+
+
+CASES = {
+    "TokenEmbedding": token_model(lambda: keras.layers.Identity()),
+    "TokenEmbedding-learned": (learned_token_model, lambda: padded_ids([LENGTH, 3], LENGTH, VOCAB)),
+    "PatchEmbedding": image_model(),
+    "PatchEmbedding-learned": image_model(position="learned"),
+    "MultiHeadAttention": token_model(lambda: tfm.MultiHeadAttention(2)),
+    "FeedForward": token_model(lambda: tfm.FeedForward(16)),
+    "DropPath": token_model(lambda: tfm.DropPath(0.1)),
+    "EncoderBlock": token_model(lambda: tfm.EncoderBlock(2, 16, dropout=0.1)),
+    "EncoderBlock-post-norm": token_model(lambda: tfm.EncoderBlock(2, 16, norm_first=False)),
+    "DecoderBlock": (
+        decoder_model,
+        lambda: [padded_ids([LENGTH, 4], LENGTH, VOCAB), padded_ids([5, 2], 5, VOCAB, seed=1)],
+    ),
+}
+
+LAYER_FACTORIES = {
+    tfm.TokenEmbedding: lambda: tfm.TokenEmbedding(VOCAB, DIM, max_length=9, position="learned", dropout=0.1),
+    tfm.PatchEmbedding: lambda: tfm.PatchEmbedding((4, 2), DIM, position="learned", class_token=False),
+    tfm.MultiHeadAttention: lambda: tfm.MultiHeadAttention(2, key_dim=3, value_dim=5, output_dim=7, seed=3),
+    tfm.FeedForward: lambda: tfm.FeedForward(16, activation="relu", output_dim=4),
+    tfm.DropPath: lambda: tfm.DropPath(0.2, seed=1),
+    tfm.EncoderBlock: lambda: tfm.EncoderBlock(2, 16, norm_first=False, drop_path=0.1, layer_norm_epsilon=1e-5),
+    tfm.DecoderBlock: lambda: tfm.DecoderBlock(4, 32, attention_dropout=0.1, activation="relu", key_dim=4),
+}
+
+
+def case(name):
+    build, sample = CASES[name]
+    return build(), sample()
+
+
+@pytest.mark.parametrize("cls", list(LAYER_FACTORIES), ids=lambda c: c.__name__)
+def test_get_config_is_exactly_the_constructor_arguments(cls):
+    layer = LAYER_FACTORIES[cls]()
+    config = layer.get_config()
+    base = set(keras.layers.Layer().get_config())
+    own = set(inspect.signature(cls.__init__).parameters) - {"self", "kwargs"}
+    assert set(config) - base == own
+    clone = cls.from_config(config)
+    assert clone.get_config() == config
+
+
+@pytest.mark.parametrize("cls", list(LAYER_FACTORIES), ids=lambda c: c.__name__)
+def test_registered_for_keras_serialization(cls):
+    assert keras.saving.get_registered_name(cls) == f"keras_tfm>{cls.__name__}"
+    layer = LAYER_FACTORIES[cls]()
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
+    assert type(restored) is cls and restored.get_config() == layer.get_config()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_keras_file_round_trip_gives_identical_outputs(name, tmp_path):
+    model, inputs = case(name)
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_array_equal(to_numpy(loaded.predict(inputs, verbose=0)), to_numpy(model.predict(inputs, verbose=0)))
+    for original, restored in zip(model.weights, loaded.weights):
+        np.testing.assert_array_equal(to_numpy(original), to_numpy(restored))
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if n != "DropPath"])
+def test_every_weight_gets_a_gradient(name):
+    model, inputs = case(name)
+    before = [to_numpy(w) for w in model.trainable_weights]
+    target = np.random.default_rng(0).normal(size=to_numpy(model(inputs)).shape).astype("float32")
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.fit(inputs, target, epochs=1, batch_size=2, verbose=0)
+    unchanged = [w.path for w, old in zip(model.trainable_weights, before) if np.array_equal(to_numpy(w), old)]
+    assert not unchanged
+
+
+class MaskProbe(keras.layers.Layer):
+    """Outputs the Keras mask it receives (as 0/1 floats)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, x, mask=None):
+        assert mask is not None, "no mask reached the probe"
+        return ops.cast(mask, "float32")
+
+    def compute_mask(self, x, mask=None):
+        return None
+
+
+@pytest.mark.parametrize("name", ["MultiHeadAttention", "FeedForward", "DropPath", "EncoderBlock", "DecoderBlock"])
+def test_padding_mask_propagates_through_the_layer(name):
+    model, inputs = case(name)
+    probed = keras.Model(model.input, MaskProbe()(model.output))
+    ids = inputs[0] if isinstance(inputs, list) else inputs
+    np.testing.assert_array_equal(to_numpy(probed(inputs)), ids != 0)
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_mixed_precision(name, policy):
+    keras.config.set_dtype_policy(policy)
+    model, inputs = case(name)
+    out = model(inputs)
+    assert keras.backend.standardize_dtype(out.dtype) == policy.split("_")[1]
+    assert np.all(np.isfinite(to_numpy(out)))
+    assert all(keras.backend.standardize_dtype(w.dtype) == "float32" for w in model.weights if "seed" not in w.path)
+
+
+def test_masked_softmax_does_not_overflow_in_float16():
+    keras.config.set_dtype_policy("mixed_float16")
+    mha = tfm.MultiHeadAttention(2)
+    x = random_floats(2, 5, 8) * 100.0  # logits in the thousands: a saturated softmax, -1e9 would be -inf
+    real = np.array([[1, 1, 1, 0, 0]] * 2, bool)
+    for value_mask in (real, np.zeros((2, 5), bool)):
+        out, scores = mha(x, x, value_mask=value_mask, return_attention_scores=True)
+        fused = mha(x, x, value_mask=value_mask)
+        for tensor in (out, scores, fused):
+            assert np.all(np.isfinite(to_numpy(tensor)))
+        np.testing.assert_allclose(to_numpy(fused), to_numpy(out), rtol=2e-2, atol=2e-2 * np.abs(to_numpy(out)).max())
+    assert to_numpy(mha(x, x, value_mask=real, return_attention_scores=True)[1])[..., 3:].max() == 0.0
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_jit_compile_fit_and_predict(name):
+    model, inputs = case(name)
+    expected = to_numpy(model.predict(inputs, verbose=0))
+    model.compile(optimizer="sgd", loss="mse", jit_compile=True)
+    np.testing.assert_allclose(to_numpy(model.predict(inputs, verbose=0)), expected, atol=1e-5)
+    history = model.fit(inputs, np.zeros_like(expected), epochs=1, batch_size=2, verbose=0)
+    assert np.isfinite(history.history["loss"][0])

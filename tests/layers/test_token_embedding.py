@@ -1,0 +1,90 @@
+import math
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tfm.layers import TokenEmbedding, sinusoidal_position_encoding
+from tests.helpers import assert_close, padded_ids, to_numpy
+
+
+def test_scaled_lookup_plus_sinusoidal_positions():
+    embed = TokenEmbedding(20, 8)
+    ids = padded_ids([5, 3], 5)
+    out = to_numpy(embed(ids))
+    table = to_numpy(embed.embeddings)
+    expected = table[ids] * math.sqrt(8) + to_numpy(sinusoidal_position_encoding(5, 8))[None]
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
+def test_no_scale_no_position():
+    embed = TokenEmbedding(20, 8, position=None, scale=False)
+    ids = padded_ids([4], 4)
+    assert_close(embed(ids), to_numpy(embed.embeddings)[ids])
+
+
+def test_learned_positions_add_their_table_row():
+    embed = TokenEmbedding(20, 8, max_length=6, position="learned", scale=False)
+    ids = padded_ids([4], 4)
+    out = to_numpy(embed(ids))
+    expected = to_numpy(embed.embeddings)[ids] + to_numpy(embed.position_embeddings)[:4][None]
+    np.testing.assert_allclose(out, expected, atol=1e-6)
+
+
+def test_padding_mask_marks_real_tokens():
+    embed = TokenEmbedding(20, 8)
+    ids = np.array([[3, 4, 0, 0], [1, 2, 3, 4]])
+    np.testing.assert_array_equal(to_numpy(embed.compute_mask(ids)), ids != 0)
+    assert TokenEmbedding(20, 8, mask_zero=False).compute_mask(ids) is None
+
+
+def test_mask_reaches_downstream_layers_in_a_functional_model():
+    ids = keras.Input((None,), dtype="int32")
+    pooled = keras.layers.GlobalAveragePooling1D()(TokenEmbedding(20, 8)(ids))  # averages real tokens only
+    model = keras.Model(ids, pooled)
+    assert_close(model(np.array([[5, 6, 0, 0, 0]])), model(np.array([[5, 6]])), atol=1e-6)
+
+
+@pytest.mark.parametrize("position", ["sinusoidal", "learned"])
+def test_start_position_embeds_a_suffix_like_the_full_sequence(position):
+    embed = TokenEmbedding(20, 8, max_length=10, position=position)
+    ids = padded_ids([6], 6)
+    full = to_numpy(embed(ids))
+    assert_close(embed(ids[:, 4:], start_position=4), full[:, 4:], atol=1e-6)
+    assert_close(embed(ids[:, 4:], start_position=keras.ops.convert_to_tensor(4)), full[:, 4:], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(vocab_size=0, dim=8), r"`vocab_size` must be a positive integer.*vocab_size=0"),
+        (dict(vocab_size=10, dim=7), r"`dim` must be even.*dim=7"),
+        (dict(vocab_size=10, dim=8, position="learned"), r"`max_length` is required.*max_length=None"),
+        (dict(vocab_size=10, dim=8, position="rotary"), r"`position` must be one of.*position='rotary'"),
+        (dict(vocab_size=10, dim=8, dropout=-0.1), r"`dropout` must be a number in \[0, 1\)"),
+    ],
+)
+def test_bad_constructor_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        TokenEmbedding(**kwargs)
+
+
+def test_sequence_longer_than_max_length():
+    embed = TokenEmbedding(20, 8, max_length=4, position="learned")
+    with pytest.raises(ValueError, match=r"longer than `max_length` \(4\).*length 6"):
+        embed(padded_ids([6], 6))
+    with pytest.raises(ValueError, match=r"length 2 starting at position 3"):
+        embed(padded_ids([2], 2), start_position=3)
+
+
+def test_token_id_out_of_range():
+    embed = TokenEmbedding(10, 8)
+    with pytest.raises(ValueError, match=r"\[0, 10\).*an id of 10"):
+        embed(np.array([[1, 10, 3]]))
+    with pytest.raises(ValueError, match=r"an id of -1"):
+        embed(np.array([[1, -1, 3]]))
+
+
+def test_wrong_rank():
+    with pytest.raises(ValueError, match=r"`inputs` must have rank 2.*\(2, 3, 4\)"):
+        TokenEmbedding(10, 8)(np.ones((2, 3, 4), "int32"))
