@@ -3,6 +3,8 @@ was expected, before TensorFlow/JAX would fail deep inside with a shape error.""
 
 import numbers
 
+import keras
+
 
 def positive_int(name, value, allow_none=False):
     if value is None and allow_none:
@@ -48,8 +50,6 @@ def concrete_value(x):
     Inside `tf.function`, `jax.jit` or a symbolic functional-model trace the values only exist at run time;
     converting them raises, and we report "unknown" so value checks are skipped there.
     """
-    import keras
-
     try:
         return keras.ops.convert_to_numpy(x)
     except Exception:  # symbolic tensors and tracers of every backend raise their own error types
