@@ -1,6 +1,7 @@
 """The building blocks of keras_tfm, from positional encodings up to encoder and decoder blocks."""
 
 from keras_tfm.layers.attention import MultiHeadAttention
+from keras_tfm.layers.class_token import ClassToken
 from keras_tfm.layers.decoder_block import DecoderBlock
 from keras_tfm.layers.drop_path import DropPath
 from keras_tfm.layers.encoder_block import EncoderBlock
@@ -15,6 +16,7 @@ from keras_tfm.layers.position_encoding import (
 from keras_tfm.layers.token_embedding import TokenEmbedding
 
 __all__ = [
+    "ClassToken",
     "DecoderBlock",
     "DropPath",
     "EncoderBlock",

@@ -40,6 +40,9 @@ class TokenEmbedding(keras.layers.Layer):
         inputs: int tensor `(batch, length)` of token ids.
         start_position: position of the first token (int or scalar int tensor), for one-token-at-a-time
             decoding: the token generated at step `t` is embedded with `start_position=t`.
+        reverse: if True, `inputs` are vectors `(batch, length, dim)` and the layer returns logits
+            `x @ embeddingsᵀ` of shape `(batch, length, vocab_size)`: an output projection that shares the
+            token table (weight tying).
         training: whether dropout is active.
 
     Returns:
@@ -115,7 +118,12 @@ class TokenEmbedding(keras.layers.Layer):
         """The `(vocab_size, dim)` token table (e.g. for tying the output projection to it)."""
         return self.token_embedding.embeddings
 
-    def call(self, inputs, start_position=0, training=None):
+    def call(self, inputs, start_position=0, reverse=False, training=None):
+        if reverse:
+            # Output projection tied to the token table (Press & Wolf, 2017; the paper shares it too):
+            # logits = x Eᵀ, (batch, length, dim) -> (batch, length, vocab_size).
+            _checks.rank("inputs", inputs.shape, 3, "(batch, length, dim) with reverse=True")
+            return ops.matmul(inputs, ops.transpose(ops.cast(self.embeddings, inputs.dtype)))
         _checks.rank("inputs", inputs.shape, 2, "(batch, length) of token ids")
         self._check_ids(inputs)
         length = inputs.shape[1]
@@ -152,12 +160,11 @@ class TokenEmbedding(keras.layers.Layer):
             )
 
     def compute_mask(self, inputs, mask=None):
+        if len(inputs.shape) == 3:  # reverse=True: vectors in, logits out; their mask passes through
+            return mask
         if not self.mask_zero:
             return None
         return ops.not_equal(inputs, 0)
-
-    def compute_output_shape(self, inputs_shape):
-        return tuple(inputs_shape) + (self.dim,)
 
     def get_config(self):
         config = super().get_config()

@@ -54,6 +54,7 @@ CASES = {
     "MultiHeadAttention": token_model(lambda: tfm.MultiHeadAttention(2)),
     "FeedForward": token_model(lambda: tfm.FeedForward(16)),
     "DropPath": token_model(lambda: tfm.DropPath(0.1)),
+    "ClassToken": token_model(lambda: tfm.ClassToken()),
     "EncoderBlock": token_model(lambda: tfm.EncoderBlock(2, 16, dropout=0.1)),
     "EncoderBlock-post-norm": token_model(lambda: tfm.EncoderBlock(2, 16, norm_first=False)),
     "DecoderBlock": (
@@ -68,6 +69,7 @@ LAYER_FACTORIES = {
     tfm.MultiHeadAttention: lambda: tfm.MultiHeadAttention(2, key_dim=3, value_dim=5, output_dim=7, seed=3),
     tfm.FeedForward: lambda: tfm.FeedForward(16, activation="relu", output_dim=4),
     tfm.DropPath: lambda: tfm.DropPath(0.2, seed=1),
+    tfm.ClassToken: lambda: tfm.ClassToken(initializer="ones"),
     tfm.EncoderBlock: lambda: tfm.EncoderBlock(2, 16, norm_first=False, drop_path=0.1, layer_norm_epsilon=1e-5),
     tfm.DecoderBlock: lambda: tfm.DecoderBlock(4, 32, attention_dropout=0.1, activation="relu", key_dim=4),
 }
@@ -134,12 +136,17 @@ class MaskProbe(keras.layers.Layer):
         return None
 
 
-@pytest.mark.parametrize("name", ["MultiHeadAttention", "FeedForward", "DropPath", "EncoderBlock", "DecoderBlock"])
+@pytest.mark.parametrize(
+    "name", ["MultiHeadAttention", "FeedForward", "DropPath", "EncoderBlock", "DecoderBlock", "ClassToken"]
+)
 def test_padding_mask_propagates_through_the_layer(name):
     model, inputs = case(name)
     probed = keras.Model(model.input, MaskProbe()(model.output))
     ids = inputs[0] if isinstance(inputs, list) else inputs
-    np.testing.assert_array_equal(to_numpy(probed(inputs)), ids != 0)
+    expected = ids != 0
+    if name == "ClassToken":  # the prepended token is real
+        expected = np.concatenate([np.ones((len(ids), 1), bool), expected], axis=1)
+    np.testing.assert_array_equal(to_numpy(probed(inputs)), expected)
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])

@@ -1,0 +1,92 @@
+"""Loss and accuracy for sequence outputs that ignore padding (target id 0).
+
+With teacher forcing, `model.fit((source, target[:, :-1]), target[:, 1:])`, the labels are padded with 0 after
+each sentence's end token. Those positions are not predictions the model should be graded on: both the loss and
+the accuracy below average over real target tokens only, however much padding a batch has.
+"""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
+    """Token-level cross-entropy averaged over the positions whose label is not `ignore_id`.
+
+    Args:
+        from_logits: whether predictions are logits (True) or probabilities.
+        label_smoothing: spreads this much probability mass uniformly over the vocabulary (0.1 in the paper).
+        ignore_id: the padding label.
+        name: loss name.
+
+    Shapes: `y_true` `(batch, length)` ints, `y_pred` `(batch, length, vocab)` -> scalar. A `sample_weight` of
+    shape `(batch,)` or `(batch, length)` multiplies the per-token losses and the count alike.
+    """
+
+    def __init__(self, from_logits=True, label_smoothing=0.0, ignore_id=0, name="masked_crossentropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.from_logits = from_logits
+        self.label_smoothing = label_smoothing
+        self.ignore_id = ignore_id
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        # The mask comes from the labels here, so Keras' own mask handling (from y_pred) is bypassed.
+        return self.call(y_true, y_pred, sample_weight)
+
+    def call(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        y_pred = ops.cast(y_pred, "float32")
+        vocab = ops.shape(y_pred)[-1]
+        targets = ops.one_hot(y_true, vocab)  # (batch, length, vocab)
+        if self.label_smoothing:
+            targets = targets * (1.0 - self.label_smoothing) + self.label_smoothing / ops.cast(vocab, "float32")
+        losses = keras.losses.categorical_crossentropy(targets, y_pred, from_logits=self.from_logits)
+        weights = ops.cast(ops.not_equal(y_true, self.ignore_id), "float32")  # (batch, length)
+        if sample_weight is not None:
+            sample_weight = ops.cast(sample_weight, "float32")
+            weights = weights * (sample_weight[:, None] if len(sample_weight.shape) == 1 else sample_weight)
+        return ops.sum(losses * weights) / ops.maximum(ops.sum(weights), 1.0)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {"from_logits": self.from_logits, "label_smoothing": self.label_smoothing, "ignore_id": self.ignore_id}
+        )
+        config.pop("reduction", None)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class MaskedAccuracy(keras.metrics.Metric):
+    """Fraction of non-padding target tokens whose arg-max prediction is right.
+
+    Args:
+        ignore_id: the padding label.
+        name: metric name.
+    """
+
+    def __init__(self, ignore_id=0, name="accuracy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.ignore_id = ignore_id
+        self.correct = self.add_variable(shape=(), initializer="zeros", name="correct")
+        self.count = self.add_variable(shape=(), initializer="zeros", name="count")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
+        weights = ops.cast(ops.not_equal(y_true, self.ignore_id), "float32")
+        if sample_weight is not None:
+            sample_weight = ops.cast(sample_weight, "float32")
+            weights = weights * (sample_weight[:, None] if len(sample_weight.shape) == 1 else sample_weight)
+        self.correct.assign_add(ops.sum(ops.cast(ops.equal(predicted, y_true), "float32") * weights))
+        self.count.assign_add(ops.sum(weights))
+
+    def result(self):
+        return self.correct / ops.maximum(self.count, 1.0)
+
+    def reset_state(self):
+        self.correct.assign(0.0)
+        self.count.assign(0.0)
+
+    def get_config(self):
+        return {**super().get_config(), "ignore_id": self.ignore_id}

@@ -1,0 +1,41 @@
+"""Named model sizes, as plain dicts, in one place.
+
+ViT names follow the paper ("ViT-B/16" = Base with 16x16 patches); the lower-case names are small sizes that
+train from scratch on a CPU or one GPU. A preset fills in keyword arguments; anything passed explicitly to
+`from_preset` wins.
+"""
+
+VIT_PRESETS = {
+    # From "An Image is Worth 16x16 Words" (Table 1) and DeiT (Ti, S).
+    "ViT-Ti/16": dict(patch_size=16, dim=192, depth=12, num_heads=3, mlp_dim=768),
+    "ViT-S/16": dict(patch_size=16, dim=384, depth=12, num_heads=6, mlp_dim=1536),
+    "ViT-B/16": dict(patch_size=16, dim=768, depth=12, num_heads=12, mlp_dim=3072),
+    "ViT-B/32": dict(patch_size=32, dim=768, depth=12, num_heads=12, mlp_dim=3072),
+    "ViT-L/16": dict(patch_size=16, dim=1024, depth=24, num_heads=16, mlp_dim=4096),
+    "ViT-L/32": dict(patch_size=32, dim=1024, depth=24, num_heads=16, mlp_dim=4096),
+    "ViT-H/14": dict(patch_size=14, dim=1280, depth=32, num_heads=16, mlp_dim=5120),
+    # Small sizes for 32x32 images (CIFAR-10) trained from scratch.
+    "tiny": dict(image_size=32, patch_size=4, dim=128, depth=4, num_heads=4, mlp_dim=256),
+    "small": dict(image_size=32, patch_size=4, dim=192, depth=6, num_heads=4, mlp_dim=384),
+    "base": dict(image_size=32, patch_size=4, dim=384, depth=8, num_heads=6, mlp_dim=1152, drop_path=0.1),
+}
+
+TEXT_CLASSIFIER_PRESETS = {
+    "tiny": dict(dim=64, depth=1, num_heads=2, mlp_dim=128),
+    "small": dict(dim=128, depth=2, num_heads=4, mlp_dim=256),
+    "base": dict(dim=256, depth=4, num_heads=8, mlp_dim=1024),
+}
+
+SEQ2SEQ_PRESETS = {
+    "tiny": dict(dim=64, encoder_depth=2, decoder_depth=2, num_heads=4, mlp_dim=128),
+    "small": dict(dim=256, encoder_depth=3, decoder_depth=3, num_heads=8, mlp_dim=512),
+    # "Attention Is All You Need", base model (Table 3).
+    "base": dict(dim=512, encoder_depth=6, decoder_depth=6, num_heads=8, mlp_dim=2048, dropout=0.1),
+}
+
+
+def resolve_preset(presets, name, kind, overrides):
+    """The preset's arguments updated with `overrides`; a clear error for an unknown name."""
+    if name not in presets:
+        raise ValueError(f"Unknown {kind} preset {name!r}. Available presets: {sorted(presets)}")
+    return {**presets[name], **overrides}

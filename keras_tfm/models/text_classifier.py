@@ -1,0 +1,141 @@
+"""A Transformer text classifier: token ids -> TokenEmbedding -> EncoderBlocks -> pooled state -> logits.
+
+Padding (id 0) is masked everywhere: padded keys get no attention, and pooling reads only real tokens, so a
+review's prediction does not depend on how much padding its batch needed.
+"""
+
+import keras
+
+from keras_tfm.layers import ClassToken, EncoderBlock, TokenEmbedding
+from keras_tfm.layers import _checks
+from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS, resolve_preset
+
+POOLS = ("cls", "mean")
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class TextClassifier(keras.Model):
+    """Classifies integer token sequences (0 = padding) with a Transformer encoder.
+
+    Layer names: `token_embedding`, `class_token` (with `pool="cls"`), `block_0` ... `block_{depth-1}`,
+    `encoder_norm`, `pool`, `head`.
+
+    Args:
+        vocab_size: number of token ids (0 is padding).
+        max_length: longest sequence the model accepts (the size of the learned position table, or a guard
+            for sinusoidal positions).
+        num_classes: number of output classes.
+        dim, depth, num_heads, mlp_dim: width, number of blocks, heads per block, MLP width.
+        pool: `"cls"` (a learned [CLS] token prepended after the embedding) or `"mean"` (masked mean of the
+            token states).
+        position: `"sinusoidal"`, `"learned"` or `None`.
+        dropout: dropout rate in the embedding, the blocks and before the head.
+        attention_dropout: dropout on attention weights.
+        norm_first: pre-norm (default) or post-norm blocks.
+        activation: activation of the head (`None` = logits).
+        layer_norm_epsilon: epsilon of the layer norms.
+        **kwargs: `keras.Model` arguments.
+
+    Call arguments / shapes:
+        token ids `(batch, length)`, `length <= max_length` -> logits `(batch, num_classes)`.
+
+    Example:
+
+    >>> model = TextClassifier.from_preset("tiny", vocab_size=20000, max_length=256, num_classes=2)
+    >>> tuple(model(np.array([[12, 7, 99, 0, 0]])).shape)
+    (1, 2)
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        max_length,
+        num_classes=2,
+        dim=128,
+        depth=2,
+        num_heads=4,
+        mlp_dim=256,
+        pool="cls",
+        position="sinusoidal",
+        dropout=0.1,
+        attention_dropout=0.0,
+        norm_first=True,
+        activation=None,
+        layer_norm_epsilon=1e-6,
+        **kwargs,
+    ):
+        kwargs.setdefault("name", "text_classifier")
+        _checks.one_of("pool", pool, POOLS)
+        _checks.positive_int("depth", depth)
+        _checks.positive_int("num_classes", num_classes)
+        _checks.positive_int("max_length", max_length)
+        ids = keras.Input((None,), dtype="int32", name="token_ids")
+        x = TokenEmbedding(
+            vocab_size, dim, max_length=max_length, position=position, dropout=dropout, name="token_embedding"
+        )(ids)  # (batch, length, dim) + padding mask
+        if pool == "cls":
+            x = ClassToken(name="class_token")(x)  # (batch, 1 + length, dim), mask extended
+        for i in range(depth):
+            x = EncoderBlock(
+                num_heads,
+                mlp_dim,
+                dropout=dropout,
+                attention_dropout=attention_dropout,
+                norm_first=norm_first,
+                layer_norm_epsilon=layer_norm_epsilon,
+                name=f"block_{i}",
+            )(x)
+        if norm_first:  # pre-norm leaves the residual stream unnormalised
+            x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
+        if pool == "cls":
+            # The [CLS] state; the padding mask has done its job and ends here.
+            x = keras.layers.Lambda(lambda states: states[:, 0], mask=lambda states, mask: None, name="pool")(x)
+        else:
+            x = keras.layers.GlobalAveragePooling1D(name="pool")(x)  # masked mean over real tokens
+        x = keras.layers.Dropout(dropout, name="head_dropout")(x)
+        logits = keras.layers.Dense(num_classes, activation=activation, dtype="float32", name="head")(x)
+        super().__init__(ids, logits, **kwargs)
+
+        self.vocab_size = vocab_size
+        self.max_length = max_length
+        self.num_classes = num_classes
+        self.dim = dim
+        self.depth = depth
+        self.num_heads = num_heads
+        self.mlp_dim = mlp_dim
+        self.pool = pool
+        self.position = position
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.norm_first = norm_first
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+
+    @classmethod
+    def from_preset(cls, preset, **kwargs):
+        """A classifier of a named size (`TEXT_CLASSIFIER_PRESETS`); keyword arguments override it."""
+        return cls(**resolve_preset(TEXT_CLASSIFIER_PRESETS, preset, "TextClassifier", kwargs))
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "vocab_size": self.vocab_size,
+            "max_length": self.max_length,
+            "num_classes": self.num_classes,
+            "dim": self.dim,
+            "depth": self.depth,
+            "num_heads": self.num_heads,
+            "mlp_dim": self.mlp_dim,
+            "pool": self.pool,
+            "position": self.position,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "norm_first": self.norm_first,
+            "activation": self.activation,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

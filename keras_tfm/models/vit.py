@@ -1,0 +1,168 @@
+"""The Vision Transformer (Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words").
+
+    image -> rescale to [-1, 1] -> PatchEmbedding (+[CLS], + positions) -> depth x EncoderBlock
+          -> LayerNorm -> [CLS] state (or mean of patch tokens) -> Dense logits
+"""
+
+import keras
+
+from keras_tfm.layers import EncoderBlock, PatchEmbedding
+from keras_tfm.layers import _checks
+from keras_tfm.models.presets import VIT_PRESETS, resolve_preset
+
+POOLS = ("cls", "gap")
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class ViT(keras.Model):
+    """A Vision Transformer classifier (or feature extractor), built functionally from keras_tfm layers.
+
+    Layer names: `rescaling` (when `rescale`), `patch_embedding`, `block_0` ... `block_{depth-1}`,
+    `encoder_norm`, `pool`, `head` (when `include_top`). `model.get_layer("block_3")` is an `EncoderBlock`.
+
+    Input pixels: with `rescale=True` (default) the model takes raw pixel values in [0, 255], uint8 or float,
+    and maps them to [-1, 1] itself (the preprocessing of the original ViT checkpoints). Pass `rescale=False`
+    to feed images you normalised yourself.
+
+    Args:
+        image_size: int or `(height, width)` the model is built for. With `position="sincos2d"` the model also
+            runs on other sizes divisible by the patch size; with `"learned"` the size is fixed (load weights
+            into a model of another size with `load_vit_weights`, which resamples the table).
+        patch_size: int or `(height, width)` of a patch.
+        num_classes: number of output classes (ignored with `include_top=False`).
+        dim, depth, num_heads, mlp_dim: width, number of blocks, heads per block, MLP width.
+        pool: `"cls"` (read the [CLS] token) or `"gap"` (average the patch tokens; no [CLS] token).
+        position: `"sincos2d"` or `"learned"` position encoding.
+        dropout: dropout after the patch embedding, in the blocks, and before the head.
+        attention_dropout: dropout on attention weights.
+        drop_path: stochastic-depth rate of the last block; it grows linearly from 0 over the blocks.
+        include_top: whether to add the classification head; without it the output is the pooled
+            `(batch, dim)` feature vector.
+        activation: activation of the head (`None` = logits, `"softmax"` = probabilities).
+        channels: number of image channels.
+        rescale: whether the model rescales [0, 255] pixels to [-1, 1].
+        layer_norm_epsilon: epsilon of every layer norm.
+        **kwargs: `keras.Model` arguments (`name`, ...).
+
+    Call arguments / shapes:
+        images `(batch, height, width, channels)` -> logits `(batch, num_classes)` (or features `(batch, dim)`).
+
+    Example:
+
+    >>> model = ViT.from_preset("tiny", num_classes=10)  # 32x32 images, 4x4 patches
+    >>> model.compile(optimizer="adamw", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    >>> tuple(model(np.zeros((2, 32, 32, 3), "uint8")).shape)
+    (2, 10)
+    """
+
+    def __init__(
+        self,
+        image_size=224,
+        patch_size=16,
+        num_classes=1000,
+        dim=768,
+        depth=12,
+        num_heads=12,
+        mlp_dim=3072,
+        pool="cls",
+        position="sincos2d",
+        dropout=0.0,
+        attention_dropout=0.0,
+        drop_path=0.0,
+        include_top=True,
+        activation=None,
+        channels=3,
+        rescale=True,
+        layer_norm_epsilon=1e-6,
+        **kwargs,
+    ):
+        kwargs.setdefault("name", "vit")
+        _checks.one_of("pool", pool, POOLS)
+        _checks.positive_int("depth", depth)
+        _checks.positive_int("channels", channels)
+        _checks.rate("drop_path", drop_path)
+        if include_top:
+            _checks.positive_int("num_classes", num_classes)
+        height, width = image_size if isinstance(image_size, (tuple, list)) else (image_size, image_size)
+        patch_embedding = PatchEmbedding(
+            patch_size, dim, position=position, class_token=pool == "cls", dropout=dropout, name="patch_embedding"
+        )
+        patch_embedding.grid_size(height, width)  # raises if the image size does not divide into patches
+
+        # sin-cos positions are computed per call, so any divisible image size works: leave the size open.
+        spatial = (height, width) if position == "learned" else (None, None)
+        images = keras.Input(spatial + (channels,), name="images")
+        x = keras.layers.Rescaling(1 / 127.5, offset=-1.0, name="rescaling")(images) if rescale else images
+        x = patch_embedding(x)  # (batch, [1 +] patches, dim)
+        for i in range(depth):
+            rate = drop_path * i / max(depth - 1, 1)
+            x = EncoderBlock(
+                num_heads,
+                mlp_dim,
+                dropout=dropout,
+                attention_dropout=attention_dropout,
+                drop_path=rate,
+                layer_norm_epsilon=layer_norm_epsilon,
+                name=f"block_{i}",
+            )(x)
+        x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
+        if pool == "cls":
+            x = keras.layers.Lambda(lambda tokens: tokens[:, 0], name="pool")(x)  # the [CLS] token's state
+        else:
+            x = keras.layers.GlobalAveragePooling1D(name="pool")(x)  # mean over patch tokens
+        outputs = x  # (batch, dim)
+        if include_top:
+            x = keras.layers.Dropout(dropout, name="head_dropout")(x)
+            # float32 logits even under mixed precision, so the softmax and the loss stay exact.
+            outputs = keras.layers.Dense(num_classes, activation=activation, dtype="float32", name="head")(x)
+        super().__init__(images, outputs, **kwargs)
+
+        self.image_size = image_size
+        self.patch_size = patch_size
+        self.num_classes = num_classes
+        self.dim = dim
+        self.depth = depth
+        self.num_heads = num_heads
+        self.mlp_dim = mlp_dim
+        self.pool = pool
+        self.position = position
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.drop_path = drop_path
+        self.include_top = include_top
+        self.activation = activation
+        self.channels = channels
+        self.rescale = rescale
+        self.layer_norm_epsilon = layer_norm_epsilon
+
+    @classmethod
+    def from_preset(cls, preset, **kwargs):
+        """A ViT of a named size (see `keras_tfm.models.presets.VIT_PRESETS`); keyword arguments override it."""
+        return cls(**resolve_preset(VIT_PRESETS, preset, "ViT", kwargs))
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "image_size": self.image_size,
+            "patch_size": self.patch_size,
+            "num_classes": self.num_classes,
+            "dim": self.dim,
+            "depth": self.depth,
+            "num_heads": self.num_heads,
+            "mlp_dim": self.mlp_dim,
+            "pool": self.pool,
+            "position": self.position,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "drop_path": self.drop_path,
+            "include_top": self.include_top,
+            "activation": self.activation,
+            "channels": self.channels,
+            "rescale": self.rescale,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

@@ -1,0 +1,465 @@
+"""Loading pretrained Vision Transformer checkpoints into `keras_tfm.models.ViT`.
+
+A checkpoint is a flat dictionary of named arrays. Loading one means giving every tensor a place in the model
+and converting its layout on the way:
+
+    checkpoint tensor --rename--> model weight   (every tensor used and every weight filled, else ValueError)
+                      --layout--> transpose / reshape into heads / split a fused q|k|v / resample positions
+
+Three naming schemes are understood, told apart by the file suffix and the names inside:
+
+    .npz          the original release (google-research/vision_transformer, Flax): "Transformer/encoderblock_0/..."
+    .safetensors  timm: "blocks.0.attn.qkv.weight" (query, key and value fused in one matrix)
+    .safetensors  HuggingFace transformers: "vit.encoder.layer.0.attention.attention.query.weight"
+
+Flax stores kernels as (in, out), as Keras does; PyTorch stores Linear weights as (out, in) and Conv2d weights as
+(out, in, height, width), so those are transposed.
+"""
+
+import collections
+import json
+import math
+import os
+import re
+
+import numpy as np
+from keras import ops
+
+from keras_tfm.layers import resample_position_embeddings
+from keras_tfm.models.vit import ViT
+
+# How a checkpoint tensor becomes a model weight, given the weight's shape: `expected(shape)` is the shape the
+# tensor must have in the checkpoint (None = any size on that axis); `convert(array, shape)` returns it in the
+# model's layout.
+_Layout = collections.namedtuple("Layout", ["expected", "convert"])
+
+_SAME = _Layout(lambda shape: shape, lambda array, shape: array)
+# The table is stored with a leading batch axis, (1, tokens, dim). Any token count is accepted here: a table
+# for another patch grid is resampled afterwards.
+_POSITION_TABLE = _Layout(lambda shape: (1, None, shape[-1]), lambda array, shape: array[0])
+# PyTorch Linear: (out, in) -> (in, out).
+_TORCH_LINEAR = _Layout(lambda shape: shape[::-1], lambda array, shape: array.T)
+# PyTorch Conv2d: (out, in, height, width) -> (height, width, in, out).
+_TORCH_CONV = _Layout(
+    lambda shape: (shape[3], shape[2], shape[0], shape[1]), lambda array, shape: array.transpose(2, 3, 1, 0)
+)
+# Query/key/value projection: (heads * head_dim, dim) -> (dim, heads, head_dim); bias -> (heads, head_dim).
+_TORCH_HEADS_IN = _Layout(lambda shape: (shape[1] * shape[2], shape[0]), lambda array, shape: array.T.reshape(shape))
+_TORCH_HEADS_BIAS = _Layout(lambda shape: (shape[0] * shape[1],), lambda array, shape: array.reshape(shape))
+# Attention output projection: (dim, heads * head_dim) -> (heads, head_dim, dim).
+_TORCH_HEADS_OUT = _Layout(lambda shape: (shape[2], shape[0] * shape[1]), lambda array, shape: array.T.reshape(shape))
+
+
+def _fused(part, layout):
+    """timm's `attn.qkv`: query, key and value stacked along the output axis; `part` 0, 1, 2 picks one."""
+    return _Layout(
+        lambda shape: (3 * layout.expected(shape)[0],) + tuple(layout.expected(shape)[1:]),
+        lambda array, shape: layout.convert(np.split(array, 3, axis=0)[part], shape),
+    )
+
+
+# A naming scheme: `top` and `block` map our weight names to (checkpoint name, layout); block names are
+# prefixed with `block_prefix` (with "{i}" the block index). `classifier` lists the checkpoint tensors that belong
+# to the classifier, dropped when the head is skipped.
+_Scheme = collections.namedtuple("Scheme", ["name", "top", "block", "block_prefix", "classifier"])
+
+_ORIGINAL = _Scheme(
+    name="original ViT (.npz)",
+    top={
+        "patch_embedding/projection/kernel": ("embedding/kernel", _SAME),
+        "patch_embedding/projection/bias": ("embedding/bias", _SAME),
+        "patch_embedding/cls_token": ("cls", _SAME),
+        "patch_embedding/position_embeddings": ("Transformer/posembed_input/pos_embedding", _POSITION_TABLE),
+        "encoder_norm/gamma": ("Transformer/encoder_norm/scale", _SAME),
+        "encoder_norm/beta": ("Transformer/encoder_norm/bias", _SAME),
+        "head/kernel": ("head/kernel", _SAME),
+        "head/bias": ("head/bias", _SAME),
+    },
+    block={
+        "attention_norm/gamma": ("LayerNorm_0/scale", _SAME),
+        "attention_norm/beta": ("LayerNorm_0/bias", _SAME),
+        "attention/query/kernel": ("MultiHeadDotProductAttention_1/query/kernel", _SAME),
+        "attention/query/bias": ("MultiHeadDotProductAttention_1/query/bias", _SAME),
+        "attention/key/kernel": ("MultiHeadDotProductAttention_1/key/kernel", _SAME),
+        "attention/key/bias": ("MultiHeadDotProductAttention_1/key/bias", _SAME),
+        "attention/value/kernel": ("MultiHeadDotProductAttention_1/value/kernel", _SAME),
+        "attention/value/bias": ("MultiHeadDotProductAttention_1/value/bias", _SAME),
+        "attention/output/kernel": ("MultiHeadDotProductAttention_1/out/kernel", _SAME),
+        "attention/output/bias": ("MultiHeadDotProductAttention_1/out/bias", _SAME),
+        "feed_forward_norm/gamma": ("LayerNorm_2/scale", _SAME),
+        "feed_forward_norm/beta": ("LayerNorm_2/bias", _SAME),
+        "feed_forward/hidden/kernel": ("MlpBlock_3/Dense_0/kernel", _SAME),
+        "feed_forward/hidden/bias": ("MlpBlock_3/Dense_0/bias", _SAME),
+        "feed_forward/output/kernel": ("MlpBlock_3/Dense_1/kernel", _SAME),
+        "feed_forward/output/bias": ("MlpBlock_3/Dense_1/bias", _SAME),
+    },
+    block_prefix="Transformer/encoderblock_{i}/",
+    # ImageNet-21k checkpoints put a tanh "pre_logits" layer before the head; the paper drops both to fine-tune.
+    classifier=("head/kernel", "head/bias", "pre_logits/kernel", "pre_logits/bias"),
+)
+
+_TIMM = _Scheme(
+    name="timm (.safetensors)",
+    top={
+        "patch_embedding/projection/kernel": ("patch_embed.proj.weight", _TORCH_CONV),
+        "patch_embedding/projection/bias": ("patch_embed.proj.bias", _SAME),
+        "patch_embedding/cls_token": ("cls_token", _SAME),
+        "patch_embedding/position_embeddings": ("pos_embed", _POSITION_TABLE),
+        "encoder_norm/gamma": ("norm.weight", _SAME),
+        "encoder_norm/beta": ("norm.bias", _SAME),
+        "head/kernel": ("head.weight", _TORCH_LINEAR),
+        "head/bias": ("head.bias", _SAME),
+    },
+    block={
+        "attention_norm/gamma": ("norm1.weight", _SAME),
+        "attention_norm/beta": ("norm1.bias", _SAME),
+        "attention/query/kernel": ("attn.qkv.weight", _fused(0, _TORCH_HEADS_IN)),
+        "attention/query/bias": ("attn.qkv.bias", _fused(0, _TORCH_HEADS_BIAS)),
+        "attention/key/kernel": ("attn.qkv.weight", _fused(1, _TORCH_HEADS_IN)),
+        "attention/key/bias": ("attn.qkv.bias", _fused(1, _TORCH_HEADS_BIAS)),
+        "attention/value/kernel": ("attn.qkv.weight", _fused(2, _TORCH_HEADS_IN)),
+        "attention/value/bias": ("attn.qkv.bias", _fused(2, _TORCH_HEADS_BIAS)),
+        "attention/output/kernel": ("attn.proj.weight", _TORCH_HEADS_OUT),
+        "attention/output/bias": ("attn.proj.bias", _SAME),
+        "feed_forward_norm/gamma": ("norm2.weight", _SAME),
+        "feed_forward_norm/beta": ("norm2.bias", _SAME),
+        "feed_forward/hidden/kernel": ("mlp.fc1.weight", _TORCH_LINEAR),
+        "feed_forward/hidden/bias": ("mlp.fc1.bias", _SAME),
+        "feed_forward/output/kernel": ("mlp.fc2.weight", _TORCH_LINEAR),
+        "feed_forward/output/bias": ("mlp.fc2.bias", _SAME),
+    },
+    block_prefix="blocks.{i}.",
+    classifier=("head.weight", "head.bias"),
+)
+
+
+def _huggingface_scheme(prefix):
+    """transformers' ViT names; `prefix` is "vit." for `ViTForImageClassification`, "" for a bare `ViTModel`."""
+    projection = f"{prefix}embeddings.patch_embeddings.projection"
+    return _Scheme(
+        name="HuggingFace transformers (.safetensors)",
+        top={
+            "patch_embedding/projection/kernel": (f"{projection}.weight", _TORCH_CONV),
+            "patch_embedding/projection/bias": (f"{projection}.bias", _SAME),
+            "patch_embedding/cls_token": (f"{prefix}embeddings.cls_token", _SAME),
+            "patch_embedding/position_embeddings": (f"{prefix}embeddings.position_embeddings", _POSITION_TABLE),
+            "encoder_norm/gamma": (f"{prefix}layernorm.weight", _SAME),
+            "encoder_norm/beta": (f"{prefix}layernorm.bias", _SAME),
+            "head/kernel": ("classifier.weight", _TORCH_LINEAR),
+            "head/bias": ("classifier.bias", _SAME),
+        },
+        block={
+            "attention_norm/gamma": ("layernorm_before.weight", _SAME),
+            "attention_norm/beta": ("layernorm_before.bias", _SAME),
+            "attention/query/kernel": ("attention.attention.query.weight", _TORCH_HEADS_IN),
+            "attention/query/bias": ("attention.attention.query.bias", _TORCH_HEADS_BIAS),
+            "attention/key/kernel": ("attention.attention.key.weight", _TORCH_HEADS_IN),
+            "attention/key/bias": ("attention.attention.key.bias", _TORCH_HEADS_BIAS),
+            "attention/value/kernel": ("attention.attention.value.weight", _TORCH_HEADS_IN),
+            "attention/value/bias": ("attention.attention.value.bias", _TORCH_HEADS_BIAS),
+            "attention/output/kernel": ("attention.output.dense.weight", _TORCH_HEADS_OUT),
+            "attention/output/bias": ("attention.output.dense.bias", _SAME),
+            "feed_forward_norm/gamma": ("layernorm_after.weight", _SAME),
+            "feed_forward_norm/beta": ("layernorm_after.bias", _SAME),
+            "feed_forward/hidden/kernel": ("intermediate.dense.weight", _TORCH_LINEAR),
+            "feed_forward/hidden/bias": ("intermediate.dense.bias", _SAME),
+            "feed_forward/output/kernel": ("output.dense.weight", _TORCH_LINEAR),
+            "feed_forward/output/bias": ("output.dense.bias", _SAME),
+        },
+        block_prefix=f"{prefix}encoder.layer.{{i}}.",
+        # A bare ViTModel may carry a tanh pooler, the counterpart of the original "pre_logits".
+        classifier=(
+            "classifier.weight", "classifier.bias", f"{prefix}pooler.dense.weight", f"{prefix}pooler.dense.bias"
+        ),
+    )
+
+
+def load_vit_weights(model, path, skip_head=False):
+    """Loads a pretrained ViT checkpoint (original `.npz`, timm or HuggingFace `.safetensors`) into a `ViT`.
+
+    Every checkpoint tensor is mapped to one weight of the model by name and converted to its layout (PyTorch
+    matrices transposed, attention projections split into heads, timm's fused query|key|value split in three).
+    Nothing is assigned unless the whole checkpoint fits: a tensor the model has no place for, a weight the
+    checkpoint does not fill, or a shape that differs raises a `ValueError` that lists every such name.
+
+    The model must be built like the checkpoints: `position="learned"`, `pool="cls"`, and the checkpoint's
+    `depth`, `dim`, `mlp_dim` and `num_heads` (checked against the tensors; PyTorch files do not record the
+    number of heads, so for them it is checked only when a `config.json` beside the file names
+    `num_attention_heads`). The image size may differ: when the model's patch grid differs from the
+    checkpoint's (e.g. a 224/16 = 14x14 table loaded into a 384/16 = 24x24 model) the position table is
+    resampled with `resample_position_embeddings`, as in the paper's fine-tuning at higher resolution. The
+    checkpoint's grid is read from its table, which must be square unless it already matches the model's grid.
+
+    The classifier: with `skip_head=True` the checkpoint's head (and its `pre_logits`/`pooler` layer, which this
+    ViT does not have) is deliberately ignored and the model's head keeps its fresh initialisation, for
+    fine-tuning on another set of classes. A model built with `include_top=False` skips them the same way.
+    Otherwise a head of another shape is an error that suggests `skip_head=True`, and `pre_logits`/`pooler`
+    tensors are reported as unused.
+
+    Numerics: the model's MLP uses the exact (erf) GELU and its `layer_norm_epsilon`. timm and HuggingFace use
+    the exact GELU too; the original Flax code used the tanh approximation, so logits of `.npz` checkpoints
+    differ slightly from those of the JAX code. HuggingFace configs use `layer_norm_eps=1e-12`; pass that as
+    `layer_norm_epsilon` to match them exactly. With `rescale=True` the model feeds pixels in [-1, 1], the
+    preprocessing of the original and most timm/HuggingFace ViT weights; for weights trained with ImageNet
+    mean/std normalisation (e.g. DeiT) build the model with `rescale=False` and normalise the images yourself.
+
+    Args:
+        model: a `keras_tfm.models.ViT` built with `position="learned"`, `pool="cls"`.
+        path: path of the checkpoint, ending in `.npz` (google-research/vision_transformer) or `.safetensors`
+            (timm or HuggingFace transformers naming; F32, F16 and BF16 tensors).
+        skip_head: ignore the checkpoint's classifier and keep the model's freshly initialised head.
+
+    Returns:
+        The model, with its weights replaced.
+
+    Example:
+
+    >>> model = ViT(image_size=384, patch_size=16, num_classes=10, position="learned", pool="cls")
+    >>> model = load_vit_weights(model, "ViT-B_16.npz", skip_head=True)  # ImageNet-21k weights, new 10-class head
+
+    Reference: Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words: Transformers for Image Recognition at
+    Scale", section 3.2 (fine-tuning: drop the pre-trained head, interpolate the position embeddings in 2D).
+    """
+    if not isinstance(model, ViT):
+        raise ValueError(f"`model` must be a keras_tfm.models.ViT. Received: model of type {type(model).__name__}")
+    if model.position != "learned" or model.pool != "cls":
+        raise ValueError(
+            "Pretrained ViT checkpoints have a learned position table and a [CLS] token: build the model with "
+            f'position="learned", pool="cls". Received: position={model.position!r}, pool={model.pool!r}'
+        )
+    path = os.fspath(path)
+    tensors = _read_checkpoint(path)
+    scheme = _naming_scheme(tensors, path)
+    _check_sizes(model, tensors, scheme, path)
+
+    weights = _model_weights(model)  # our name -> variable
+    plan = dict(scheme.top)  # our name -> (checkpoint name, layout)
+    for i in range(model.depth):
+        prefix = scheme.block_prefix.format(i=i)
+        plan.update({f"block_{i}/{ours}": (prefix + theirs, layout) for ours, (theirs, layout) in scheme.block.items()})
+
+    drop_head = skip_head or not model.include_top
+    skipped = set(scheme.classifier) if drop_head else set()  # checkpoint tensors deliberately left unused
+    # With skip_head the head stays as initialised: it is neither loaded nor reported as missing.
+    targets = {name: variable for name, variable in weights.items() if not (drop_head and name.startswith("head/"))}
+
+    values, missing, mismatched = {}, [], []
+    for name, variable in targets.items():
+        source, layout = plan[name]
+        shape = tuple(variable.shape)
+        if source not in tensors:
+            missing.append(f"`{variable.path}` (checkpoint name `{source}`)")
+            continue
+        array = tensors[source]
+        expected = tuple(layout.expected(shape))
+        if not _shape_fits(array.shape, expected):
+            needed = tuple("any" if size is None else size for size in expected)
+            mismatched.append(
+                f"`{source}` has shape {tuple(array.shape)} in the checkpoint, but the model's `{variable.path}` "
+                f"of shape {shape} needs {needed}"
+            )
+            continue
+        values[name] = layout.convert(array, shape)
+
+    used = {plan[name][0] for name in targets} | skipped
+    unused = sorted(set(tensors) - used)
+    problems = []
+    if mismatched:
+        problems.append("shapes differ:\n    " + "\n    ".join(mismatched))
+    if missing:
+        problems.append("model weights without a value in the checkpoint: " + ", ".join(missing))
+    if unused:
+        problems.append("checkpoint tensors the model has no place for: " + ", ".join(f"`{n}`" for n in unused))
+    if problems:
+        raise ValueError(
+            f"Cannot load {path} ({scheme.name} names) into model '{model.name}':\n  - "
+            + "\n  - ".join(problems)
+            + _hints(plan, mismatched, missing, unused, scheme)
+        )
+
+    position = "patch_embedding/position_embeddings"
+    values[position] = _fit_position_table(values[position], model.get_layer("patch_embedding"), plan[position][0])
+    for name, value in values.items():
+        variable = weights[name]
+        variable.assign(ops.cast(value, variable.dtype))
+    return model
+
+
+def _hints(plan, mismatched, missing, unused, scheme):
+    """What to do about the usual reasons a checkpoint does not fit, as extra lines of the error."""
+    lines = []
+    head_sources = [plan[name][0] for name in ("head/kernel", "head/bias")]
+    if any(f"`{source}`" in line for line in mismatched for source in head_sources):
+        lines.append(
+            "The checkpoint's classifier has another number of classes: pass skip_head=True to keep the model's "
+            "freshly initialised head (for fine-tuning), or build the model with the checkpoint's num_classes."
+        )
+    if any(line.startswith("`head/") for line in missing):
+        lines.append(
+            "The checkpoint has no classification head: pass skip_head=True to keep the model's initialised "
+            "head, or build the model with include_top=False."
+        )
+    extras = [name for name in unused if name in scheme.classifier]
+    if extras:
+        lines.append(
+            f"{', '.join(f'`{name}`' for name in extras)} belong to a layer between the features and the head that this ViT does not "
+            "have: pass skip_head=True to drop the checkpoint's classifier, as when fine-tuning."
+        )
+    return "".join("\n" + line for line in lines)
+
+
+def _model_weights(model):
+    """The ViT's weights under the names the naming schemes use (they mirror the variables' paths)."""
+    embedding = model.get_layer("patch_embedding")
+    weights = {
+        "patch_embedding/projection/kernel": embedding.projection.kernel,  # (patch_h, patch_w, channels, dim)
+        "patch_embedding/projection/bias": embedding.projection.bias,  # (dim,)
+        "patch_embedding/cls_token": embedding.cls_token,  # (1, 1, dim)
+        "patch_embedding/position_embeddings": embedding.position_embeddings,  # (1 + grid_h * grid_w, dim)
+    }
+    layers = {"encoder_norm": model.get_layer("encoder_norm")}
+    for i in range(model.depth):
+        block = model.get_layer(f"block_{i}")
+        layers.update(
+            {
+                f"block_{i}/attention_norm": block.attention_norm,
+                f"block_{i}/attention/query": block.attention.query_dense,  # kernel (dim, heads, head_dim)
+                f"block_{i}/attention/key": block.attention.key_dense,
+                f"block_{i}/attention/value": block.attention.value_dense,
+                f"block_{i}/attention/output": block.attention.output_dense,  # kernel (heads, head_dim, dim)
+                f"block_{i}/feed_forward_norm": block.feed_forward_norm,
+                f"block_{i}/feed_forward/hidden": block.feed_forward.hidden,  # kernel (dim, mlp_dim)
+                f"block_{i}/feed_forward/output": block.feed_forward.output_projection,  # kernel (mlp_dim, dim)
+            }
+        )
+    if model.include_top:
+        layers["head"] = model.get_layer("head")  # kernel (dim, num_classes)
+    for prefix, layer in layers.items():
+        weights.update({f"{prefix}/{variable.name}": variable for variable in layer.weights})  # kernel/bias, gamma/beta
+
+    # Every weight of the model must have a name above, or it could silently keep its random initialisation.
+    named = {id(variable) for variable in weights.values()}
+    unnamed = [variable.path for variable in model.weights if id(variable) not in named]
+    if unnamed:
+        raise ValueError(f"These weights of model '{model.name}' have no counterpart in ViT checkpoints: {unnamed}")
+    return weights
+
+
+def _fit_position_table(table, embedding, source):
+    """The checkpoint's `(1 + patches, dim)` table on the model's patch grid, resampled if the grids differ."""
+    patches = table.shape[0] - 1  # row 0 is the [CLS] token's
+    model_grid = tuple(embedding.build_grid)
+    side = math.isqrt(patches)
+    if side * side == patches:
+        grid = (side, side)  # published tables are square
+    elif patches == model_grid[0] * model_grid[1]:
+        grid = model_grid  # not square, but the same size: assume the model's grid
+    else:
+        raise ValueError(
+            f"`{source}` has {patches} patch rows (after the [CLS] row), which is neither a square grid nor the "
+            f"model's {model_grid[0]}x{model_grid[1]} grid, so it cannot be resampled to the model's grid."
+        )
+    if grid == model_grid:
+        return table
+    resampled = resample_position_embeddings(
+        table, grid, model_grid, num_prefix_tokens=1, interpolation=embedding.interpolation
+    )  # (1 + grid_h * grid_w, dim)
+    return ops.convert_to_numpy(resampled)
+
+
+def _check_sizes(model, tensors, scheme, path):
+    """Compares the architecture the checkpoint implies with the model's, before comparing tensor by tensor."""
+    pattern = re.compile(re.escape(scheme.block_prefix).replace(re.escape("{i}"), r"(\d+)"))
+    blocks = {int(match.group(1)) for match in map(pattern.match, tensors) if match}
+    found = {"depth": len(blocks)} if blocks else {}
+    first = scheme.block_prefix.format(i=0)
+    cls_token = tensors.get(scheme.top["patch_embedding/cls_token"][0])
+    if cls_token is not None:
+        found["dim"] = cls_token.shape[-1]
+    hidden_bias = tensors.get(first + scheme.block["feed_forward/hidden/bias"][0])
+    if hidden_bias is not None:
+        found["mlp_dim"] = hidden_bias.shape[0]  # (mlp_dim,) in every format
+    query_bias = tensors.get(first + scheme.block["attention/query/bias"][0])
+    if query_bias is not None and query_bias.ndim == 2:
+        found["num_heads"] = query_bias.shape[0]  # Flax keeps the heads apart: (heads, head_dim)
+    config_path = os.path.join(os.path.dirname(path), "config.json")
+    if "num_heads" not in found and os.path.isfile(config_path):
+        with open(config_path) as file:
+            config = json.load(file)
+        if isinstance(config, dict) and isinstance(config.get("num_attention_heads"), int):
+            found["num_heads"] = config["num_attention_heads"]  # HuggingFace's config beside the weights
+
+    differ = {name: size for name, size in found.items() if getattr(model, name) != size}
+    if differ:
+        received = ", ".join(f"{name}={getattr(model, name)}" for name in differ)
+        wanted = ", ".join(f"{name}={size}" for name, size in differ.items())
+        raise ValueError(
+            f"The checkpoint {path} is a ViT with {wanted}; build the model with those sizes. Received: {received}"
+        )
+
+
+def _shape_fits(shape, expected):
+    return len(shape) == len(expected) and all(want is None or want == got for got, want in zip(shape, expected))
+
+
+def _naming_scheme(tensors, path):
+    """Which of the three naming schemes a checkpoint uses."""
+    if path.lower().endswith(".npz"):
+        return _ORIGINAL
+    if "cls_token" in tensors:
+        return _TIMM
+    for prefix in ("vit.", ""):
+        if f"{prefix}embeddings.cls_token" in tensors:
+            return _huggingface_scheme(prefix)
+    raise ValueError(
+        f"{path} uses neither timm names (`cls_token`, `blocks.0.attn.qkv.weight`, ...) nor HuggingFace "
+        f"transformers names (`vit.embeddings.cls_token`, ...). Its first names: {sorted(tensors)[:5]}"
+    )
+
+
+def _read_checkpoint(path):
+    """`{name: float32 array}` from a `.npz` or `.safetensors` file."""
+    if path.lower().endswith(".npz"):
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: np.asarray(archive[name], dtype="float32") for name in archive.files}
+    if path.lower().endswith(".safetensors"):
+        return _read_safetensors(path)
+    raise ValueError(
+        f"Unknown checkpoint format: the path must end in `.npz` (original ViT) or `.safetensors` (timm, "
+        f"HuggingFace). Received: path={path!r}"
+    )
+
+
+# safetensors dtype -> how its little-endian bytes are read. bfloat16 is read as raw 16-bit words first.
+_SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2"}
+
+
+def _read_safetensors(path):
+    """Reads a `.safetensors` file with NumPy alone.
+
+    The format: an 8-byte little-endian header length, a JSON header
+    `{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}`, then the tensors' raw
+    little-endian bytes, with offsets counted from the end of the header.
+    """
+    with open(path, "rb") as file:
+        header_length = int.from_bytes(file.read(8), "little")
+        header = json.loads(file.read(header_length))
+        data = file.read()
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        dtype, shape, (begin, end) = entry["dtype"], tuple(entry["shape"]), entry["data_offsets"]
+        if dtype not in _SAFETENSORS_DTYPES:
+            raise ValueError(
+                f"Tensor `{name}` in {path} has dtype {dtype}; only {sorted(_SAFETENSORS_DTYPES)} are supported."
+            )
+        item_size = np.dtype(_SAFETENSORS_DTYPES[dtype]).itemsize
+        if end - begin != math.prod(shape) * item_size or end > len(data):
+            raise ValueError(f"Tensor `{name}` in {path}: its byte range {begin}..{end} does not fit shape {shape}.")
+        array = np.frombuffer(data, dtype=_SAFETENSORS_DTYPES[dtype], count=math.prod(shape), offset=begin)
+        if dtype == "BF16":
+            # A bfloat16 is the high half of a float32: shift the 16 bits up and read the word as a float32.
+            array = (array.astype("<u4") << 16).view("<f4")
+        tensors[name] = array.astype("float32").reshape(shape)
+    return tensors

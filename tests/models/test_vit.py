@@ -1,0 +1,80 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_tfm.layers import EncoderBlock
+from keras_tfm.models import ViT
+from tests.helpers import to_numpy
+
+SMALL = dict(image_size=16, patch_size=4, num_classes=3, dim=32, depth=2, num_heads=2, mlp_dim=64)
+
+
+def images(n, size=16, seed=0):
+    return np.random.default_rng(seed).integers(0, 256, size=(n, size, size, 3)).astype("uint8")
+
+
+@pytest.mark.parametrize("pool,position", [("cls", "sincos2d"), ("gap", "learned")])
+def test_overfits_a_tiny_batch_and_every_weight_gets_a_gradient(pool, position):
+    model = ViT(pool=pool, position=position, **SMALL)
+    x, y = np.tile(images(6), (10, 1, 1, 1)), np.tile(np.arange(6) % 3, 10)
+    before = [to_numpy(w) for w in model.trainable_weights]
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(x, y, batch_size=6, epochs=6, shuffle=False, verbose=0)
+    assert history.history["loss"][-1] < 0.05
+    unchanged = [w.path for w, old in zip(model.trainable_weights, before) if np.array_equal(to_numpy(w), old)]
+    assert not unchanged
+
+
+def test_structure_names_and_features():
+    model = ViT(**SMALL)
+    assert isinstance(model.get_layer("block_1"), EncoderBlock)
+    features = ViT(include_top=False, **SMALL)(images(2))
+    assert tuple(features.shape) == (2, 32)
+    probabilities = to_numpy(ViT(activation="softmax", **SMALL)(images(2)))
+    np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
+
+
+def test_uint8_and_float_pixels_give_the_same_result_and_rescale_is_documented_behaviour():
+    model = ViT(**SMALL)
+    pixels = images(2)
+    np.testing.assert_allclose(to_numpy(model(pixels)), to_numpy(model(pixels.astype("float32"))), atol=1e-6)
+    unscaled = ViT(rescale=False, **SMALL)
+    unscaled.set_weights(model.get_weights())
+    np.testing.assert_allclose(
+        to_numpy(unscaled(pixels.astype("float32") / 127.5 - 1.0)), to_numpy(model(pixels)), atol=1e-5
+    )
+
+
+def test_sincos2d_model_runs_on_another_image_size():
+    model = ViT(**SMALL)
+    assert tuple(model(images(2, size=32)).shape) == (2, 3)
+    assert tuple(model.predict(images(2, size=24), verbose=0).shape) == (2, 3)
+
+
+def test_keras_file_round_trip(tmp_path):
+    model = ViT(position="learned", drop_path=0.1, dropout=0.1, **SMALL)
+    model.save(tmp_path / "vit.keras")
+    loaded = keras.saving.load_model(tmp_path / "vit.keras")
+    assert isinstance(loaded, ViT) and loaded.get_config() == model.get_config()
+    x = images(3)
+    np.testing.assert_array_equal(to_numpy(loaded.predict(x, verbose=0)), to_numpy(model.predict(x, verbose=0)))
+
+
+def test_presets():
+    model = ViT.from_preset("tiny", num_classes=10)
+    assert model.patch_size == 4 and model.dim == 128 and model.num_classes == 10
+    assert ViT.from_preset("ViT-B/16", include_top=False).count_params() == pytest.approx(85.8e6, rel=0.01)
+    with pytest.raises(ValueError, match=r"Unknown ViT preset 'ViT-Z/8'"):
+        ViT.from_preset("ViT-Z/8")
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match=r"image height \(30\) must be divisible by the patch height \(4\)"):
+        ViT(**{**SMALL, "image_size": 30})
+    model = ViT(**SMALL)
+    with pytest.raises(ValueError, match=r"image width \(18\) must be divisible by the patch width \(4\)"):
+        model(np.zeros((1, 16, 18, 3), "float32"))
+    with pytest.raises(ValueError, match=r"channels|shape"):
+        model(np.zeros((1, 16, 16, 1), "float32"))
+    with pytest.raises(ValueError, match=r"`pool` must be one of \['cls', 'gap'\].*pool='max'"):
+        ViT(pool="max", **SMALL)
