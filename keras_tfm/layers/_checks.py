@@ -32,11 +32,17 @@ def rank(name, shape, expected_rank, layout):
         )
 
 
+def static(size):
+    """A tensor dimension as a Python int, or None when it is only known at run time (None in TensorFlow,
+    a symbolic dimension in JAX's shape-polymorphic tracing)."""
+    return size if isinstance(size, numbers.Integral) else None
+
+
 def mask_shape(name, mask, expected, layout):
     """Checks the rank and every statically known size of `mask` against `expected` (None = any)."""
     shape = tuple(mask.shape)
     mismatch = len(shape) != len(expected) or any(
-        want is not None and got is not None and want != got for got, want in zip(shape, expected)
+        static(want) is not None and static(got) is not None and want != got for got, want in zip(shape, expected)
     )
     if mismatch:
         raise ValueError(

