@@ -25,3 +25,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "tensorflow_only" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def trained_reverser():
+    """A small Seq2SeqTransformer trained on reverse-digits once per test session (about 30 s on 2 CPU cores)."""
+    from tests.helpers import reverse_digits, small_reverser
+
+    keras.utils.set_random_seed(0)
+    source, target = reverse_digits(12000, seed=0)
+    model = small_reverser()
+    steps = 4 * (len(source) // 64)
+    schedule = keras.optimizers.schedules.CosineDecay(0.0, steps, warmup_target=3e-3, warmup_steps=200)
+    model.compile_for_training(optimizer=keras.optimizers.Adam(schedule, clipnorm=1.0))
+    model.fit((source, target[:, :-1]), target[:, 1:], batch_size=64, epochs=4, verbose=0)
+    return model

@@ -23,3 +23,26 @@ def padded_ids(lengths, max_length, vocab_size=20, seed=0):
     for row, length in enumerate(lengths):
         ids[row, length:] = 0
     return ids
+
+
+# The reverse-digits task: a seq2seq model must output the source digits in reverse order.
+START, END, VOCAB, MAX_DIGITS = 1, 2, 13, 8  # digits are ids 3..12
+
+
+def reverse_digits(samples, seed):
+    """Sources: 1..MAX_DIGITS random digits, 0-padded. Targets: START, the digits reversed, END, 0-padding."""
+    rng = np.random.default_rng(seed)
+    source = np.zeros((samples, MAX_DIGITS), "int32")
+    target = np.zeros((samples, MAX_DIGITS + 2), "int32")
+    for row in range(samples):
+        digits = rng.integers(3, VOCAB, size=rng.integers(1, MAX_DIGITS + 1))
+        source[row, : len(digits)] = digits
+        target[row, 0], target[row, 1 : len(digits) + 1], target[row, len(digits) + 1] = START, digits[::-1], END
+    return source, target
+
+
+def small_reverser(**kwargs):
+    from keras_tfm.models import Seq2SeqTransformer
+
+    args = dict(source_vocab_size=VOCAB, target_vocab_size=VOCAB, max_length=MAX_DIGITS + 2, dropout=0.0)
+    return Seq2SeqTransformer.from_preset("tiny", **{**args, **kwargs})

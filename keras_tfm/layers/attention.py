@@ -121,6 +121,8 @@ class MultiHeadAttention(keras.layers.Layer):
         self.seed = seed
         self.supports_masking = True
         self.attention_dropout = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+        # Set by `keras_tfm.attention_maps` for one call: receives (layer, weights) from the explicit path.
+        self.score_recorder = None
 
     def __call__(self, query, value=None, key=None, **kwargs):
         # Self-attention: pass `value` explicitly so that Keras fills in both `query_mask` and `value_mask`
@@ -248,8 +250,10 @@ class MultiHeadAttention(keras.layers.Layer):
             query_heads, key_heads, query_mask, value_mask, key_mask, attention_mask, use_causal_mask, causal_offset
         )  # (batch, query_len, key_len) or None
         attention_dropout_active = bool(training) and self.dropout > 0
-        if return_attention_scores or attention_dropout_active:
+        if return_attention_scores or attention_dropout_active or self.score_recorder is not None:
             attended, scores = self.compute_attention(query_heads, key_heads, value_heads, mask, training)
+            if self.score_recorder is not None:
+                self.score_recorder(self, scores)
         else:
             # Scaling the queries first (rather than the logits after Q·Kᵀ) keeps the float16 products in
             # range: they are then already the final logits.

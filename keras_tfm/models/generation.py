@@ -60,7 +60,7 @@ def select_top_p(logits, uniform, p):
 def compile_loop(function, variables):
     """Compiles `function` (which reads `variables` through Keras layers) for the current backend.
 
-    TensorFlow: a `tf.function` graph (the decoding `while_loop` runs inside TensorFlow, not Python).
+    TensorFlow: a `tf.function` compiled with XLA (the decoding `while_loop` runs as one compiled program).
     JAX: `jax.jit` of a stateless version, the variables' current values passed in at every call, so the
     compiled loop always sees the latest weights. PyTorch: runs eagerly.
     """
@@ -68,7 +68,7 @@ def compile_loop(function, variables):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(function, reduce_retracing=True)
+        return tf.function(function, jit_compile=True, reduce_retracing=True)
     if backend == "jax":
         import jax
 

@@ -4,87 +4,57 @@ import pytest
 
 from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
 from keras_tfm.models import Seq2SeqTransformer
-from tests.helpers import to_numpy
+from tests.helpers import END, MAX_DIGITS, START, VOCAB, reverse_digits, small_reverser, to_numpy
 
-START, END, VOCAB, MAX_DIGITS = 1, 2, 13, 8  # digits are ids 3..12
-
-
-def reverse_digits(samples, seed):
-    """Sources: 1..MAX_DIGITS random digits, 0-padded. Targets: START, the digits reversed, END, 0-padding."""
-    rng = np.random.default_rng(seed)
-    source = np.zeros((samples, MAX_DIGITS), "int32")
-    target = np.zeros((samples, MAX_DIGITS + 2), "int32")
-    for row in range(samples):
-        digits = rng.integers(3, VOCAB, size=rng.integers(1, MAX_DIGITS + 1))
-        source[row, : len(digits)] = digits
-        target[row, 0], target[row, 1 : len(digits) + 1], target[row, len(digits) + 1] = START, digits[::-1], END
-    return source, target
-
-
-def small_model(**kwargs):
-    args = dict(source_vocab_size=VOCAB, target_vocab_size=VOCAB, max_length=MAX_DIGITS + 2, dropout=0.0)
-    return Seq2SeqTransformer.from_preset("tiny", **{**args, **kwargs})
-
-
-@pytest.fixture(scope="module")
-def trained():
-    """A small model trained on reverse-digits once for the whole module (about half a minute on 2 CPU cores)."""
-    keras.utils.set_random_seed(0)
-    source, target = reverse_digits(12000, seed=0)
-    model = small_model()
-    steps = 4 * (len(source) // 64)
-    schedule = keras.optimizers.schedules.CosineDecay(0.0, steps, warmup_target=3e-3, warmup_steps=200)
-    model.compile_for_training(optimizer=keras.optimizers.Adam(schedule, clipnorm=1.0))
-    model.fit((source, target[:, :-1]), target[:, 1:], batch_size=64, epochs=4, verbose=0)
-    return model
+small_model = small_reverser
 
 
 @pytest.mark.slow
-def test_reverse_digits_reaches_99_percent_exact_match(trained):
+def test_reverse_digits_reaches_99_percent_exact_match(trained_reverser):
     source, target = reverse_digits(500, seed=1)
-    generated = trained.generate(source, max_length=MAX_DIGITS + 1, start_id=START, end_id=END)
+    generated = trained_reverser.generate(source, max_length=MAX_DIGITS + 1, start_id=START, end_id=END)
     exact = np.mean(np.all(generated == target[:, 1:], axis=1))
     assert exact >= 0.99, exact
 
 
 @pytest.mark.slow
-def test_greedy_equals_argmax_of_the_full_forward_pass_step_by_step(trained):
+def test_greedy_equals_argmax_of_the_full_forward_pass_step_by_step(trained_reverser):
     source, _ = reverse_digits(16, seed=2)
-    generated = trained.generate(source, max_length=MAX_DIGITS + 1, start_id=START, end_id=END)
+    generated = trained_reverser.generate(source, max_length=MAX_DIGITS + 1, start_id=START, end_id=END)
     prefix = np.full((16, 1), START, "int32")
     finished = np.zeros(16, bool)
     expected = np.zeros((16, MAX_DIGITS + 1), "int32")
     for step in range(MAX_DIGITS + 1):
-        logits = to_numpy(trained((source, prefix)))[:, -1]  # uncached: the whole prefix again
+        logits = to_numpy(trained_reverser((source, prefix)))[:, -1]  # uncached: the whole prefix again
         token = np.where(finished, 0, logits.argmax(-1)).astype("int32")
         expected[:, step] = token
         finished |= token == END
         prefix = np.concatenate([prefix, token[:, None]], axis=1)
     np.testing.assert_array_equal(generated, expected)
-    uncached = trained.generate(source, max_length=MAX_DIGITS + 1, start_id=START, end_id=END, use_cache=False)
+    uncached = trained_reverser.generate(source, max_length=MAX_DIGITS + 1, start_id=START, end_id=END, use_cache=False)
     np.testing.assert_array_equal(uncached, generated)
 
 
 @pytest.mark.slow
-def test_beam_of_one_and_top_k_of_one_equal_greedy_and_sampling_is_seeded(trained):
+def test_beam_of_one_and_top_k_of_one_equal_greedy_and_sampling_is_seeded(trained_reverser):
     source, _ = reverse_digits(16, seed=3)
     kwargs = dict(max_length=MAX_DIGITS + 1, start_id=START, end_id=END)
-    greedy = trained.generate(source, **kwargs)
-    np.testing.assert_array_equal(trained.generate(source, strategy="beam", num_beams=1, **kwargs), greedy)
-    np.testing.assert_array_equal(trained.generate(source, strategy="top_k", k=1, seed=5, **kwargs), greedy)
+    greedy = trained_reverser.generate(source, **kwargs)
+    np.testing.assert_array_equal(trained_reverser.generate(source, strategy="beam", num_beams=1, **kwargs), greedy)
+    np.testing.assert_array_equal(trained_reverser.generate(source, strategy="top_k", k=1, seed=5, **kwargs), greedy)
     hot = dict(temperature=3.0, seed=7, **kwargs)
-    first = trained.generate(source, strategy="top_p", p=0.9, **hot)
-    np.testing.assert_array_equal(trained.generate(source, strategy="top_p", p=0.9, **hot), first)
+    first = trained_reverser.generate(source, strategy="top_p", p=0.9, **hot)
+    np.testing.assert_array_equal(trained_reverser.generate(source, strategy="top_p", p=0.9, **hot), first)
     assert not np.array_equal(first, greedy)  # at temperature 3 sampling really samples
     np.testing.assert_array_equal(
-        trained.generate(source, strategy="top_k", k=5, **hot), trained.generate(source, strategy="top_k", k=5, **hot)
+        trained_reverser.generate(source, strategy="top_k", k=5, **hot), trained_reverser.generate(source, strategy="top_k", k=5, **hot)
     )
 
 
 @pytest.mark.slow
-def test_beam_search_output_format_and_scores(trained):
+def test_beam_search_output_format_and_scores(trained_reverser):
     source, target = reverse_digits(32, seed=4)
-    tokens, scores = trained.generate(
+    tokens, scores = trained_reverser.generate(
         source, max_length=MAX_DIGITS + 1, start_id=START, end_id=END, strategy="beam", num_beams=4,
         return_scores=True,
     )
@@ -97,19 +67,19 @@ def test_beam_search_output_format_and_scores(trained):
 
 
 @pytest.mark.slow
-def test_keras_file_round_trip_keeps_predictions_and_generation(trained, tmp_path):
+def test_keras_file_round_trip_keeps_predictions_and_generation(trained_reverser, tmp_path):
     source, target = reverse_digits(8, seed=5)
-    trained.save(tmp_path / "seq2seq.keras")
+    trained_reverser.save(tmp_path / "seq2seq.keras")
     loaded = keras.saving.load_model(tmp_path / "seq2seq.keras")
     assert isinstance(loaded, Seq2SeqTransformer)
     np.testing.assert_array_equal(
         to_numpy(loaded.predict((source, target[:, :-1]), verbose=0)),
-        to_numpy(trained.predict((source, target[:, :-1]), verbose=0)),
+        to_numpy(trained_reverser.predict((source, target[:, :-1]), verbose=0)),
     )
     kwargs = dict(max_length=MAX_DIGITS + 1, start_id=START, end_id=END)
-    np.testing.assert_array_equal(loaded.generate(source, **kwargs), trained.generate(source, **kwargs))
+    np.testing.assert_array_equal(loaded.generate(source, **kwargs), trained_reverser.generate(source, **kwargs))
     np.testing.assert_array_equal(
-        loaded.generate(source, strategy="beam", **kwargs), trained.generate(source, strategy="beam", **kwargs)
+        loaded.generate(source, strategy="beam", **kwargs), trained_reverser.generate(source, strategy="beam", **kwargs)
     )
 
 

@@ -1,0 +1,251 @@
+"""Callbacks that show what the attention is doing while `model.fit` runs."""
+
+import os
+
+import keras
+import numpy as np
+
+from keras_tfm import visualize
+from keras_tfm.attention_probe import attention_maps
+from keras_tfm.layers import PatchEmbedding, TokenEmbedding
+
+KINDS = ("auto", "image", "text", "seq2seq")
+
+
+def _figure_pixels(figure):
+    """RGB pixels `(height, width, 3)` uint8 of a matplotlib figure (for TensorBoard)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].copy()
+
+
+def _token_strings(ids, vocabulary):
+    """Token strings of the non-padding ids of one sequence."""
+    ids = [int(i) for i in np.asarray(ids) if int(i) != 0]
+    if vocabulary is None:
+        return [str(i) for i in ids]
+    return [str(vocabulary[i]) if i < len(vocabulary) else f"<{i}>" for i in ids]
+
+
+class AttentionMapCallback(keras.callbacks.Callback):
+    """Draws the attention of a fixed sample at the end of chosen epochs.
+
+    At the end of every `every_n_epochs`-th epoch it runs `keras_tfm.attention_maps` on `inputs` (the explicit
+    attention path, for that call only; no weight changes, no random numbers drawn: training results are
+    unchanged) and writes, into `output_dir`, PNGs named `epoch_{NNN}_...png`:
+
+    * images (ViT): `rollout_{i}` — attention rollout of the [CLS] token over each image;
+    * text (classifier): `tokens_{i}` — each review as a heat map of the [CLS] token's (or, with mean pooling,
+      the average) attention in the last block;
+    * seq2seq: `alignment_{i}` — the last decoder block's cross-attention, target tokens over source tokens;
+    * always: `{last layer}_heads` — every head of the last attention layer for the first sample.
+
+    Optionally it writes the same pictures to TensorBoard (`log_dir`) and the raw maps to
+    `epoch_{NNN}_attention.npz`, one `(1, heads, q, k)` array per layer for the first sample, the layout BertViz'
+    `head_view`/`model_view` take: keys `layer_{j}` (images, text), or `encoder_{j}`, `decoder_{j}`, `cross_{j}`
+    (seq2seq), plus `names` (the layer names in order), e.g.
+    `attention = [data[f"layer_{j}"] for j in range(len(data["names"]))]`.
+
+    Args:
+        inputs: the fixed sample: images `(n, H, W, C)`, token ids `(n, length)`, or `(source_ids, target_ids)`.
+        output_dir: folder for the PNGs (created).
+        every_n_epochs: draw every this many epochs.
+        kind: `"image"`, `"text"`, `"seq2seq"`, or `"auto"` (from the shape of `inputs`).
+        tokens: vocabulary for labels (a list, index = token id); for seq2seq a `(source, target)` pair of
+            lists or one shared list. Without it ids are shown.
+        class_names: for images and text, titles show the predicted class name.
+        log_dir: if given, also write TensorBoard image summaries there.
+        save_arrays: also save the maps as `.npz`.
+        max_samples: at most this many samples get their own picture.
+
+    Example:
+
+    >>> callback = AttentionMapCallback(x_test[:4], output_dir="runs/vit/attention", class_names=CLASSES)
+    >>> model.fit(x_train, y_train, epochs=10, callbacks=[callback])  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        inputs,
+        output_dir="attention_maps",
+        every_n_epochs=1,
+        kind="auto",
+        tokens=None,
+        class_names=None,
+        log_dir=None,
+        save_arrays=False,
+        max_samples=4,
+    ):
+        super().__init__()
+        if kind not in KINDS:
+            raise ValueError(f"`kind` must be one of {list(KINDS)}. Received: kind={kind!r}")
+        if isinstance(every_n_epochs, bool) or not isinstance(every_n_epochs, int) or every_n_epochs < 1:
+            raise ValueError(f"`every_n_epochs` must be a positive integer. Received: every_n_epochs={every_n_epochs!r}")
+        if isinstance(inputs, list):
+            inputs = tuple(inputs)
+        self.inputs = tuple(np.asarray(x) for x in inputs) if isinstance(inputs, tuple) else np.asarray(inputs)
+        self.output_dir = output_dir
+        self.every_n_epochs = every_n_epochs
+        self.kind = self._infer_kind(self.inputs) if kind == "auto" else kind
+        self.tokens = tokens
+        self.class_names = class_names
+        self.log_dir = log_dir
+        self.save_arrays = save_arrays
+        self.max_samples = max_samples
+        self.written = []  # every file written, in order
+        self._writer = None
+
+    @staticmethod
+    def _infer_kind(inputs):
+        if isinstance(inputs, tuple):
+            if len(inputs) != 2:
+                raise ValueError("A tuple of inputs is read as (source_ids, target_ids): it must have 2 elements.")
+            return "seq2seq"
+        if inputs.ndim == 4:
+            return "image"
+        if inputs.ndim == 2 and np.issubdtype(inputs.dtype, np.integer):
+            return "text"
+        raise ValueError(
+            "Cannot tell the kind of model from `inputs` of shape "
+            f"{inputs.shape} and dtype {inputs.dtype}; pass kind='image', 'text' or 'seq2seq'."
+        )
+
+    def on_epoch_end(self, epoch, logs=None):
+        if (epoch + 1) % self.every_n_epochs == 0:
+            self.draw(epoch + 1)
+
+    def draw(self, epoch):
+        """Computes the maps now and writes the pictures for `epoch` (also usable outside `fit`)."""
+        os.makedirs(self.output_dir, exist_ok=True)
+        maps = attention_maps(self.model, self.inputs)
+        names = list(maps)
+        prefix = f"epoch_{epoch:03d}"
+        figures = getattr(self, f"_{self.kind}_figures")(maps)
+        last = names[-1]
+        figures.append((f"{last.replace('/', '-')}_heads", visualize.plot_attention_heads(
+            maps[last], title=f"{last}, epoch {epoch}, sample 0")))
+        for name, figure in figures:
+            path = os.path.join(self.output_dir, f"{prefix}_{name}.png")
+            self.written.append(visualize.save_figure(figure, path))
+            if self.log_dir is not None:
+                self._log_image(name, figure, epoch)
+        if self.save_arrays:
+            path = os.path.join(self.output_dir, f"{prefix}_attention.npz")
+            np.savez(path, names=np.array(names), **self._bertviz_arrays(maps))
+            self.written.append(path)
+
+    def _predicted_names(self):
+        if self.class_names is None:
+            return None
+        predictions = np.asarray(keras.ops.convert_to_numpy(self.model(self.inputs, training=False)))
+        return [self.class_names[int(i)] if int(i) < len(self.class_names) else str(int(i))
+                for i in predictions.argmax(-1)]
+
+    def _image_figures(self, maps):
+        rollout = visualize.attention_rollout(maps)
+        patch_embedding = next((l for l in self.model._flatten_layers() if isinstance(l, PatchEmbedding)), None)
+        prefix = int(patch_embedding.class_token) if patch_embedding is not None else 1
+        predicted = self._predicted_names()
+        figures = []
+        for i in range(min(len(self.inputs), self.max_samples)):
+            title = None if predicted is None else f"predicted: {predicted[i]}"
+            figure = visualize.plot_image_attention(self.inputs[i], rollout[i], num_prefix_tokens=prefix, title=title)
+            figures.append((f"rollout_{i}", figure))
+        return figures
+
+    def _text_figures(self, maps):
+        last = [m for m in maps.values() if m.shape[-1] == m.shape[-2]][-1]  # (batch, heads, tokens, tokens)
+        length = self.inputs.shape[1]
+        has_class_token = last.shape[-1] == length + 1
+        predicted = self._predicted_names()
+        figures = []
+        for i in range(min(len(self.inputs), self.max_samples)):
+            words = _token_strings(self.inputs[i], self.tokens)
+            real = np.asarray(self.inputs[i]) != 0
+            if has_class_token:  # what [CLS] reads from each token
+                weights = last[i, :, 0, 1:].mean(0)
+            else:  # how much attention each token receives from the real tokens, on average
+                weights = last[i][:, real].mean(axis=(0, 1))
+            title = None if predicted is None else f"predicted: {predicted[i]}"
+            figures.append((f"tokens_{i}", visualize.plot_token_attention(words, weights[real], title=title)))
+        return figures
+
+    def _seq2seq_figures(self, maps):
+        cross = [name for name in maps if name.endswith("cross_attention")]
+        if not cross:
+            raise ValueError("kind='seq2seq' needs a model with DecoderBlock cross-attention.")
+        weights = maps[cross[-1]]  # (batch, heads, target_len, source_len)
+        source_vocabulary, target_vocabulary = (
+            self.tokens if isinstance(self.tokens, tuple) and len(self.tokens) == 2 else (self.tokens, self.tokens)
+        )
+        source_ids, target_ids = self.inputs
+        figures = []
+        for i in range(min(len(source_ids), self.max_samples)):
+            source = _token_strings(source_ids[i], source_vocabulary)
+            target = _token_strings(target_ids[i], target_vocabulary)
+            figure = visualize.plot_alignment(source, target, weights[i].mean(0), title=f"{cross[-1]}")
+            figures.append((f"alignment_{i}", figure))
+        return figures
+
+    def _bertviz_arrays(self, maps):
+        if self.kind != "seq2seq":
+            return {f"layer_{j}": m[:1] for j, m in enumerate(maps.values())}
+        groups = {"encoder": [], "decoder": [], "cross": []}
+        for name, m in maps.items():
+            group = "cross" if name.endswith("cross_attention") else "decoder" if name.endswith("self_attention") else "encoder"
+            groups[group].append(m[:1])
+        return {f"{group}_{j}": m for group, arrays in groups.items() for j, m in enumerate(arrays)}
+
+    def _log_image(self, name, figure, epoch):
+        import tensorflow as tf  # TensorBoard summaries are written with TensorFlow, whatever the Keras backend
+
+        if self._writer is None:
+            self._writer = tf.summary.create_file_writer(self.log_dir)
+        with self._writer.as_default():
+            tf.summary.image(f"attention/{name}", _figure_pixels(figure)[None], step=epoch)
+        self._writer.flush()
+
+    def on_train_end(self, logs=None):
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+class PositionEncodingPlot(keras.callbacks.Callback):
+    """Plots a learned position table (of a `TokenEmbedding` or `PatchEmbedding` with `position="learned"`) and
+    its cosine-similarity matrix every `every_n_epochs` epochs, to watch positions organise themselves.
+
+    For the fixed sinusoidal encodings no callback is needed:
+    `visualize.plot_position_encoding(sinusoidal_position_encoding(64, 128))`.
+
+    Args:
+        layer_name: name of the embedding layer in the model.
+        output_dir: folder for `epoch_{NNN}_positions.png`.
+        every_n_epochs: plot every this many epochs.
+    """
+
+    def __init__(self, layer_name, output_dir="position_encoding", every_n_epochs=1):
+        super().__init__()
+        self.layer_name = layer_name
+        self.output_dir = output_dir
+        self.every_n_epochs = every_n_epochs
+        self.written = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        if (epoch + 1) % self.every_n_epochs:
+            return
+        layer = self.model.get_layer(self.layer_name)
+        if not isinstance(layer, (TokenEmbedding, PatchEmbedding)) or layer.position != "learned":
+            raise ValueError(
+                f"Layer '{self.layer_name}' has no learned position table (it needs to be a TokenEmbedding or "
+                "PatchEmbedding with position='learned')."
+            )
+        table = np.asarray(keras.ops.convert_to_numpy(layer.position_embeddings))
+        if isinstance(layer, PatchEmbedding) and layer.class_token:
+            table = table[1:]  # the patch rows only
+        os.makedirs(self.output_dir, exist_ok=True)
+        path = os.path.join(self.output_dir, f"epoch_{epoch + 1:03d}_positions.png")
+        figure = visualize.plot_position_encoding(table, title=f"{self.layer_name}, epoch {epoch + 1}")
+        self.written.append(visualize.save_figure(figure, path))

@@ -1,0 +1,298 @@
+"""Pictures of what attention does: head grids, attention rollout over images, token heat maps, alignment
+matrices, positional-encoding plots, and mean attention distance.
+
+The math (`attention_rollout`, `mean_attention_distance`, `cosine_similarity`) is plain NumPy; the `plot_*`
+functions return matplotlib Figures made without pyplot (headless, nothing to close) that you can
+`fig.savefig("x.png")` or show in a notebook. Attention maps come from `keras_tfm.attention_maps`.
+"""
+
+import math
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure  # figures without pyplot: no display, no global state, nothing to close
+
+HEAD_FUSIONS = ("mean", "max", "min")
+
+
+def _as_layer_list(maps):
+    if isinstance(maps, dict):
+        return [np.asarray(m, dtype="float64") for m in maps.values()]
+    if isinstance(maps, np.ndarray) and maps.ndim == 4:
+        return [maps.astype("float64")]
+    return [np.asarray(m, dtype="float64") for m in maps]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Math.
+
+
+def attention_rollout(maps, head_fusion="mean", discard_ratio=0.0):
+    """Attention rollout (Abnar & Zuidema, 2020): how much each output token draws on each input token.
+
+    Each layer's heads are fused into one `(tokens, tokens)` matrix, the residual connection is accounted for
+    as `0.5 * A + 0.5 * I` (rows renormalised), and the layers are multiplied from the first to the last:
+    `R = Â_L ··· Â_2 Â_1`. Row 0 of `R` over the patch tokens is the [CLS] token's relevance map of a ViT.
+
+    Args:
+        maps: the self-attention maps of consecutive layers, first layer first: the dict returned by
+            `attention_maps` (only square maps are used), or a list of `(batch, heads, tokens, tokens)` arrays.
+        head_fusion: `"mean"`, `"max"` or `"min"` over the heads.
+        discard_ratio: fraction of the smallest attention weights per row set to zero before adding the
+            identity (the original implementation's noise filter); 0 keeps them all.
+
+    Returns:
+        `(batch, tokens, tokens)` array whose rows sum to 1.
+    """
+    if head_fusion not in HEAD_FUSIONS:
+        raise ValueError(f"`head_fusion` must be one of {list(HEAD_FUSIONS)}. Received: head_fusion={head_fusion!r}")
+    if not 0.0 <= discard_ratio < 1.0:
+        raise ValueError(f"`discard_ratio` must be in [0, 1). Received: discard_ratio={discard_ratio!r}")
+    layers = [m for m in _as_layer_list(maps) if m.shape[-1] == m.shape[-2]]
+    if not layers:
+        raise ValueError("`maps` holds no square (self-attention) maps to roll out.")
+    batch, _, tokens, _ = layers[0].shape
+    rollout = np.broadcast_to(np.eye(tokens), (batch, tokens, tokens)).copy()
+    for weights in layers:
+        fused = getattr(weights, head_fusion)(axis=1)  # (batch, tokens, tokens)
+        if discard_ratio > 0:
+            cutoff = np.quantile(fused, discard_ratio, axis=-1, keepdims=True)
+            fused = np.where(fused < cutoff, 0.0, fused)
+        fused = 0.5 * fused + 0.5 * np.eye(tokens)
+        fused = fused / fused.sum(-1, keepdims=True)
+        rollout = fused @ rollout  # later layers act on the result of earlier ones
+    return rollout
+
+
+def mean_attention_distance(maps, grid, num_prefix_tokens=1):
+    """Average distance, in patches, between a query patch and the patches it attends to, per layer and head.
+
+    As in Raghu et al. 2021 ("Do Vision Transformers See Like Convolutional Neural Networks?"): small values
+    are local, convolution-like heads; large values look across the whole image. Prefix tokens ([CLS]) are left
+    out as queries and as keys (the remaining weights are renormalised).
+
+    Args:
+        maps: `attention_maps` dict or a list of `(batch, heads, tokens, tokens)` arrays.
+        grid: `(rows, columns)` of the patch grid.
+        num_prefix_tokens: tokens before the patches (1 with a [CLS] token, 0 without).
+
+    Returns:
+        `(layers, heads)` array of distances in patch units.
+    """
+    rows, columns = grid
+    r, c = np.divmod(np.arange(rows * columns), columns)
+    distance = np.hypot(r[:, None] - r[None, :], c[:, None] - c[None, :])  # (patches, patches)
+    result = []
+    for weights in _as_layer_list(maps):
+        patches = weights[:, :, num_prefix_tokens:, num_prefix_tokens:]  # (batch, heads, patches, patches)
+        if patches.shape[-1] != rows * columns:
+            raise ValueError(
+                f"`grid` {tuple(grid)} has {rows * columns} patches but the maps have {patches.shape[-1]} patch "
+                f"tokens (after {num_prefix_tokens} prefix tokens)."
+            )
+        patches = patches / np.maximum(patches.sum(-1, keepdims=True), 1e-12)
+        result.append((patches * distance).sum(-1).mean(axis=(0, 2)))  # (heads,)
+    return np.stack(result)
+
+
+def cosine_similarity(vectors):
+    """`(n, n)` cosine similarities between the rows of `vectors` `(n, dim)`."""
+    vectors = np.asarray(vectors, dtype="float64")
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+    return unit @ unit.T
+
+
+def infer_grid(num_patches, image_shape=None):
+    """The `(rows, columns)` patch grid for `num_patches` patches of an image of `image_shape` (H, W, ...)."""
+    if image_shape is not None:
+        height, width = image_shape[:2]
+        for rows in range(1, num_patches + 1):
+            if num_patches % rows == 0 and abs(rows / (num_patches // rows) - height / width) < 1e-6:
+                return rows, num_patches // rows
+    side = int(round(math.sqrt(num_patches)))
+    if side * side != num_patches:
+        raise ValueError(f"Cannot infer a patch grid for {num_patches} patches; pass `grid=(rows, columns)`.")
+    return side, side
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Plots.
+
+
+def _labels(ax, query_tokens, key_tokens, fontsize=7):
+    if key_tokens is not None:
+        ax.set_xticks(range(len(key_tokens)))
+        ax.set_xticklabels(key_tokens, rotation=90, fontsize=fontsize)
+    else:
+        ax.set_xticks([])
+    if query_tokens is not None:
+        ax.set_yticks(range(len(query_tokens)))
+        ax.set_yticklabels(query_tokens, fontsize=fontsize)
+    else:
+        ax.set_yticks([])
+
+
+def plot_attention_heads(maps, query_tokens=None, key_tokens=None, sample=0, title=None, columns=4):
+    """A grid of one layer's heads for one sample.
+
+    Args:
+        maps: `(batch, heads, query_len, key_len)` (one entry of `attention_maps`) or `(heads, q, k)`.
+        query_tokens, key_tokens: optional labels of the rows and columns.
+        sample: which sample of the batch.
+        title: figure title.
+        columns: heads per row of the grid.
+
+    Returns:
+        matplotlib Figure.
+    """
+    weights = np.asarray(maps, dtype="float64")
+    weights = weights[sample] if weights.ndim == 4 else weights
+    heads = weights.shape[0]
+    columns = min(columns, heads)
+    grid_rows = math.ceil(heads / columns)
+    figure = Figure(figsize=(3 * columns, 3 * grid_rows))
+    axes = figure.subplots(grid_rows, columns, squeeze=False)
+    for head, ax in enumerate(axes.flat):
+        if head >= heads:
+            ax.axis("off")
+            continue
+        ax.imshow(weights[head], cmap="viridis", vmin=0.0, aspect="auto")
+        ax.set_title(f"head {head}", fontsize=9)
+        _labels(ax, query_tokens, key_tokens)
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def plot_image_attention(image, rollout, grid=None, num_prefix_tokens=1, title=None):
+    """The [CLS] token's rollout relevance over an image, as a heat map beside and over the image.
+
+    Args:
+        image: `(height, width, channels)` pixels (uint8 or float in [0, 1] or [0, 255]).
+        rollout: `(tokens, tokens)` rollout of this image (one row of `attention_rollout`'s batch).
+        grid: `(rows, columns)` patch grid; inferred from the number of patches and the image's aspect ratio.
+        num_prefix_tokens: tokens before the patches (1 for [CLS]); row 0 is read.
+        title: figure title.
+
+    Returns:
+        matplotlib Figure with the image, the heat map and the overlay.
+    """
+    image = np.asarray(image, dtype="float64")
+    image = image / 255.0 if image.max() > 1.0 else image
+    relevance = np.asarray(rollout, dtype="float64")[0, num_prefix_tokens:]
+    rows, columns = grid or infer_grid(relevance.size, image.shape)
+    relevance = relevance.reshape(rows, columns)
+    relevance = (relevance - relevance.min()) / max(relevance.max() - relevance.min(), 1e-12)
+    height, width = image.shape[:2]
+    upsampled = np.kron(relevance, np.ones((math.ceil(height / rows), math.ceil(width / columns))))[:height, :width]
+    figure = Figure(figsize=(9, 3.2))
+    axes = figure.subplots(1, 3)
+    axes[0].imshow(image.squeeze(), cmap="gray" if image.shape[-1] == 1 else None)
+    axes[0].set_title("image")
+    axes[1].imshow(relevance, cmap="inferno")
+    axes[1].set_title("[CLS] rollout")
+    axes[2].imshow(image.squeeze(), cmap="gray" if image.shape[-1] == 1 else None)
+    axes[2].imshow(upsampled, cmap="inferno", alpha=0.55)
+    axes[2].set_title("overlay")
+    for ax in axes:
+        ax.axis("off")
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def plot_token_attention(tokens, weights, title=None, tokens_per_line=12):
+    """Text as a heat map: each token's background shows its weight (e.g. the [CLS] row averaged over heads).
+
+    Args:
+        tokens: list of token strings (padding already removed).
+        weights: one weight per token (longer inputs are cut to `len(tokens)`).
+        title: figure title.
+        tokens_per_line: tokens per line of text.
+
+    Returns:
+        matplotlib Figure.
+    """
+    weights = np.asarray(weights, dtype="float64")[: len(tokens)]
+    if len(weights) != len(tokens):
+        raise ValueError(f"Got {len(tokens)} tokens but {len(weights)} weights.")
+    scaled = (weights - weights.min()) / max(weights.max() - weights.min(), 1e-12)
+    lines = max(1, math.ceil(len(tokens) / tokens_per_line))
+    figure = Figure(figsize=(min(14, 1.1 * tokens_per_line), 0.45 * lines + 0.8))
+    ax = figure.subplots()
+    colormap = matplotlib.colormaps["Reds"]
+    for i, (token, value) in enumerate(zip(tokens, scaled)):
+        line, column = divmod(i, tokens_per_line)
+        ax.text(
+            column / tokens_per_line, 1 - (line + 0.5) / lines, str(token), fontsize=10, va="center",
+            bbox=dict(facecolor=colormap(0.15 + 0.85 * value), edgecolor="none", pad=2),
+        )
+    ax.axis("off")
+    if title:
+        ax.set_title(title)
+    return figure
+
+
+def plot_alignment(source_tokens, target_tokens, cross_attention, title=None):
+    """A translation's alignment: cross-attention weights of target tokens (rows) over source tokens.
+
+    Args:
+        source_tokens: key labels.
+        target_tokens: query labels.
+        cross_attention: `(target_len, source_len)` weights (e.g. a decoder block's cross-attention averaged
+            over heads); cut to the token lists' lengths.
+        title: figure title.
+
+    Returns:
+        matplotlib Figure.
+    """
+    weights = np.asarray(cross_attention, dtype="float64")[: len(target_tokens), : len(source_tokens)]
+    figure = Figure(figsize=(0.45 * len(source_tokens) + 2, 0.45 * len(target_tokens) + 1.5))
+    ax = figure.subplots()
+    image = ax.imshow(weights, cmap="Blues", vmin=0.0)
+    _labels(ax, target_tokens, source_tokens, fontsize=9)
+    ax.set_xlabel("source")
+    ax.set_ylabel("target")
+    figure.colorbar(image, ax=ax, fraction=0.046)
+    if title:
+        ax.set_title(title)
+    figure.tight_layout()
+    return figure
+
+
+def plot_position_encoding(pe, title="positional encoding"):
+    """The encoding as an image (positions × channels) and the cosine similarity between positions.
+
+    Nearby positions have similar codes and similarity falls off with distance: that is what lets attention
+    use relative position.
+
+    Args:
+        pe: `(length, dim)` encoding (e.g. `sinusoidal_position_encoding(64, 128)` or a learned table).
+        title: figure title.
+
+    Returns:
+        matplotlib Figure.
+    """
+    pe = np.asarray(pe, dtype="float64")
+    figure = Figure(figsize=(11, 4))
+    axes = figure.subplots(1, 2)
+    shown = axes[0].imshow(pe, cmap="RdBu", aspect="auto")
+    axes[0].set_xlabel("channel")
+    axes[0].set_ylabel("position")
+    axes[0].set_title(title)
+    figure.colorbar(shown, ax=axes[0])
+    similarity = axes[1].imshow(cosine_similarity(pe), cmap="viridis", vmin=-1, vmax=1)
+    axes[1].set_xlabel("position")
+    axes[1].set_ylabel("position")
+    axes[1].set_title("cosine similarity between positions")
+    figure.colorbar(similarity, ax=axes[1])
+    figure.tight_layout()
+    return figure
+
+
+def save_figure(figure, path, dpi=100):
+    """Saves `figure` as a PNG at `path` and returns the path."""
+    figure.savefig(path, dpi=dpi)
+    return path

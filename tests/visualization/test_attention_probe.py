@@ -1,0 +1,95 @@
+import keras
+import numpy as np
+import pytest
+
+import keras_tfm
+from keras_tfm.models import Seq2SeqTransformer, TextClassifier, ViT
+from tests.helpers import END, MAX_DIGITS, START, padded_ids, reverse_digits
+
+
+def test_vit_maps_have_one_entry_per_block():
+    model = ViT(image_size=16, patch_size=4, num_classes=3, dim=16, depth=3, num_heads=2, mlp_dim=32)
+    maps = keras_tfm.attention_maps(model, np.zeros((2, 16, 16, 3), "uint8"))
+    assert list(maps) == ["block_0", "block_1", "block_2"]
+    assert all(m.shape == (2, 2, 17, 17) for m in maps.values())
+    np.testing.assert_allclose(maps["block_2"].sum(-1), 1.0, atol=1e-5)
+
+
+def test_classifier_maps_put_no_weight_on_padding():
+    model = TextClassifier(vocab_size=30, max_length=16, dim=16, depth=2, num_heads=2, mlp_dim=32, pool="cls")
+    ids = padded_ids([4, 7], 7, vocab_size=30)
+    maps = keras_tfm.attention_maps(model, ids)
+    assert list(maps) == ["block_0", "block_1"]
+    weights = maps["block_1"]  # (2, 2, 8, 8): [CLS] + 7 tokens
+    assert weights.shape == (2, 2, 8, 8)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert weights[0, :, :5, 5:].max() < 1e-6  # sample 0 has [CLS] + 4 real tokens
+
+
+def test_seq2seq_maps_names_shapes_and_causality():
+    model = Seq2SeqTransformer(20, 20, dim=16, encoder_depth=2, decoder_depth=2, num_heads=2, mlp_dim=32, max_length=8)
+    source, target = padded_ids([5, 3], 5, 20), padded_ids([6, 6], 6, 20, seed=1)
+    maps = keras_tfm.attention_maps(model, (source, target))
+    assert list(maps) == [
+        "encoder_block_0", "encoder_block_1",
+        "decoder_block_0/self_attention", "decoder_block_0/cross_attention",
+        "decoder_block_1/self_attention", "decoder_block_1/cross_attention",
+    ]
+    self_attention = maps["decoder_block_1/self_attention"]
+    assert self_attention.shape == (2, 2, 6, 6)
+    assert self_attention[:, :, np.triu(np.ones((6, 6), bool), 1)].max() < 1e-6  # lower-triangular
+    cross = maps["decoder_block_0/cross_attention"]
+    assert cross.shape == (2, 2, 6, 5)
+    assert cross[1, :, :, 3:].max() < 1e-6  # padded source keys
+    np.testing.assert_allclose(cross.sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("style", ["functional", "sequential"])
+def test_user_models_with_our_blocks(style):
+    if style == "functional":
+        ids = keras.Input((None,), dtype="int32")
+        x = keras_tfm.TokenEmbedding(30, 16)(ids)
+        x = keras_tfm.EncoderBlock(2, 32, name="first")(x)
+        x = keras_tfm.EncoderBlock(4, 32, name="second")(x)
+        model = keras.Model(ids, keras.layers.Dense(2)(keras.layers.GlobalAveragePooling1D()(x)))
+    else:
+        model = keras.Sequential(
+            [keras_tfm.TokenEmbedding(30, 16), keras_tfm.EncoderBlock(2, 32, name="first"),
+             keras_tfm.EncoderBlock(4, 32, name="second"), keras.layers.GlobalAveragePooling1D()]
+        )
+    ids = padded_ids([3, 5], 5, 30)
+    maps = keras_tfm.attention_maps(model, ids)
+    assert list(maps) == ["first", "second"]
+    assert maps["first"].shape == (2, 2, 5, 5) and maps["second"].shape == (2, 4, 5, 5)
+
+
+def test_probe_leaves_the_fused_path_for_training():
+    model = TextClassifier(vocab_size=30, max_length=16, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    keras_tfm.attention_maps(model, padded_ids([3], 5, 30))
+    attention = model.get_layer("block_0").attention
+    assert attention.score_recorder is None
+
+
+def test_model_without_our_attention_is_an_error():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    with pytest.raises(ValueError, match="no keras_tfm MultiHeadAttention"):
+        keras_tfm.attention_maps(model, np.zeros((1, 3)))
+
+
+@pytest.mark.slow
+def test_trained_reverser_aligns_each_target_with_the_mirrored_source(trained_reverser):
+    source, target = reverse_digits(200, seed=11)
+    maps = keras_tfm.attention_maps(trained_reverser, (source, target[:, :-1]))
+    lengths = (source != 0).sum(1)
+    hits = total = 0
+    for layer in [name for name in maps if name.endswith("cross_attention")]:
+        pointed = maps[layer].mean(1).argmax(-1)  # (batch, target_len): the source position each target reads
+        layer_hits = layer_total = 0
+        for row, length in enumerate(lengths):
+            # Target input position t (START, then reversed digits) predicts digit t+1 of the reversal,
+            # which is source position length - 1 - t.
+            for t in range(length):
+                layer_hits += pointed[row, t] == length - 1 - t
+                layer_total += 1
+        hits, total = max((hits, total), (layer_hits, layer_total), key=lambda h: h[0] / max(h[1], 1))
+    assert hits / total >= 0.9, hits / total

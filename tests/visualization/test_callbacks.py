@@ -1,0 +1,88 @@
+import glob
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tfm.callbacks import AttentionMapCallback, PositionEncodingPlot
+from keras_tfm.models import TextClassifier, ViT
+from tests.helpers import padded_ids, reverse_digits, small_reverser
+from tests.visualization.test_visualize import png_size
+
+
+def vit_and_data():
+    keras.utils.set_random_seed(3)
+    model = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=2, num_heads=2, mlp_dim=32, dropout=0.1,
+                position="learned")
+    x = np.random.default_rng(0).integers(0, 256, (12, 8, 8, 3)).astype("uint8")
+    return model, x, np.arange(12) % 3
+
+
+def fit(model, x, y, callbacks):
+    model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model.fit(x, y, epochs=2, batch_size=4, shuffle=False, callbacks=callbacks, verbose=0).history
+
+
+def test_image_callback_writes_pngs_tensorboard_and_arrays(tmp_path):
+    model, x, y = vit_and_data()
+    callback = AttentionMapCallback(x[:2], output_dir=tmp_path / "maps", class_names=["a", "b", "c"],
+                                    log_dir=str(tmp_path / "logs"), save_arrays=True)
+    fit(model, x, y, [callback, PositionEncodingPlot("patch_embedding", output_dir=tmp_path / "positions")])
+    names = sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "maps" / "*")))
+    assert names == [
+        "epoch_001_attention.npz", "epoch_001_block_1_heads.png", "epoch_001_rollout_0.png", "epoch_001_rollout_1.png",
+        "epoch_002_attention.npz", "epoch_002_block_1_heads.png", "epoch_002_rollout_0.png", "epoch_002_rollout_1.png",
+    ]
+    for path in glob.glob(str(tmp_path / "maps" / "*.png")):
+        width, height = png_size(path)
+        assert width >= 200 and height >= 100
+    arrays = np.load(tmp_path / "maps" / "epoch_002_attention.npz")
+    assert list(arrays["names"]) == ["block_0", "block_1"]
+    assert arrays["layer_0"].shape == (1, 2, 5, 5)  # BertViz layout: (1, heads, q, k) per layer
+    events = glob.glob(str(tmp_path / "logs" / "events.out.tfevents.*"))
+    assert events and os.path.getsize(events[0]) > 1000
+    assert len(glob.glob(str(tmp_path / "positions" / "*.png"))) == 2
+
+
+def test_callback_does_not_change_training(tmp_path):
+    model, x, y = vit_and_data()
+    without = fit(model, x, y, [])
+    model, x, y = vit_and_data()
+    with_maps = fit(model, x, y, [AttentionMapCallback(x[:2], output_dir=tmp_path)])
+    assert without["loss"] == with_maps["loss"]
+
+
+def test_text_and_seq2seq_pictures(tmp_path):
+    classifier = TextClassifier(vocab_size=10, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    callback = AttentionMapCallback(padded_ids([3, 6], 6, 10), output_dir=tmp_path / "text",
+                                    tokens=[f"w{i}" for i in range(10)])
+    callback.set_model(classifier)
+    callback.draw(1)
+    assert sorted(os.path.basename(p) for p in callback.written) == [
+        "epoch_001_block_0_heads.png", "epoch_001_tokens_0.png", "epoch_001_tokens_1.png"
+    ]
+    reverser = small_reverser()
+    source, target = reverse_digits(2, seed=0)
+    callback = AttentionMapCallback((source, target[:, :-1]), output_dir=tmp_path / "s2s", every_n_epochs=2,
+                                    save_arrays=True)
+    callback.set_model(reverser)
+    callback.on_epoch_end(0)  # not a multiple of 2: nothing
+    assert callback.written == []
+    callback.on_epoch_end(1)
+    assert {os.path.basename(p) for p in callback.written} == {
+        "epoch_002_alignment_0.png", "epoch_002_alignment_1.png", "epoch_002_decoder_block_1-cross_attention_heads.png",
+        "epoch_002_attention.npz",
+    }
+    arrays = np.load(tmp_path / "s2s" / "epoch_002_attention.npz")
+    assert {"encoder_0", "encoder_1", "decoder_0", "decoder_1", "cross_0", "cross_1"} <= set(arrays.files)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="`kind` must be one of"):
+        AttentionMapCallback(np.zeros((1, 4)), kind="audio")
+    with pytest.raises(ValueError, match="`every_n_epochs` must be a positive integer"):
+        AttentionMapCallback(np.zeros((1, 4), "int32"), every_n_epochs=0)
+    with pytest.raises(ValueError, match="Cannot tell the kind"):
+        AttentionMapCallback(np.zeros((1, 4, 4)))
