@@ -220,13 +220,14 @@ def plot_token_attention(tokens, weights, title=None, tokens_per_line=12):
         raise ValueError(f"Got {len(tokens)} tokens but {len(weights)} weights.")
     scaled = (weights - weights.min()) / max(weights.max() - weights.min(), 1e-12)
     lines = max(1, math.ceil(len(tokens) / tokens_per_line))
-    figure = Figure(figsize=(min(14, 1.1 * tokens_per_line), 0.45 * lines + 0.8))
+    figure = Figure(figsize=(min(14, 0.9 * tokens_per_line), 0.45 * lines + 0.8))
     ax = figure.subplots()
     colormap = matplotlib.colormaps["Reds"]
     for i, (token, value) in enumerate(zip(tokens, scaled)):
         line, column = divmod(i, tokens_per_line)
         ax.text(
             column / tokens_per_line, 1 - (line + 0.5) / lines, str(token), fontsize=10, va="center",
+            color="white" if value > 0.6 else "black",  # stays readable on dark backgrounds
             bbox=dict(facecolor=colormap(0.15 + 0.85 * value), edgecolor="none", pad=2),
         )
     ax.axis("off")
