@@ -1,6 +1,7 @@
 """Callbacks that show what the attention is doing while `model.fit` runs."""
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import keras
 import numpy as np
@@ -96,6 +97,10 @@ class AttentionMapCallback(keras.callbacks.Callback):
         self.max_samples = max_samples
         self.written = []  # every file written, in order
         self._writer = None
+        # Drawing and saving PNGs happens on one background thread, overlapping the next epoch's training;
+        # only reading the maps (which needs the model as it is at the end of the epoch) happens inline.
+        self._renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attention-maps")
+        self._pending = []
 
     @staticmethod
     def _infer_kind(inputs):
@@ -114,15 +119,40 @@ class AttentionMapCallback(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if (epoch + 1) % self.every_n_epochs == 0:
-            self.draw(epoch + 1)
+            self.draw(epoch + 1, wait=False)
 
-    def draw(self, epoch):
-        """Computes the maps now and writes the pictures for `epoch` (also usable outside `fit`)."""
+    def on_train_end(self, logs=None):
+        self.wait()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def wait(self):
+        """Blocks until every picture asked for so far is written (re-raising a drawing error)."""
+        pending, self._pending = self._pending, []
+        for job in pending:
+            job.result()
+
+    def draw(self, epoch, wait=True):
+        """Reads the maps now and writes the pictures for `epoch` (also usable outside `fit`).
+
+        With `wait=False` the pictures are drawn on a background thread; `wait()` or the end of training
+        waits for them.
+        """
         os.makedirs(self.output_dir, exist_ok=True)
         maps = attention_maps(self.model, self.inputs)
+        predicted = self._predicted_names() if self.kind in ("image", "text") else None
+        for job in [job for job in self._pending if job.done()]:
+            job.result()  # re-raises an error from an earlier epoch's drawing
+        self._pending = [job for job in self._pending if not job.done()]
+        self._pending.append(self._renderer.submit(self._render, maps, predicted, epoch))
+        if wait:
+            self.wait()
+
+    def _render(self, maps, predicted, epoch):
         names = list(maps)
         prefix = f"epoch_{epoch:03d}"
-        figures = getattr(self, f"_{self.kind}_figures")(maps)
+        figures = getattr(self, f"_{self.kind}_figures")(maps, predicted)
         last = names[-1]
         figures.append((f"{last.replace('/', '-')}_heads", visualize.plot_attention_heads(
             maps[last], title=f"{last}, epoch {epoch}, sample 0")))
@@ -143,11 +173,10 @@ class AttentionMapCallback(keras.callbacks.Callback):
         return [self.class_names[int(i)] if int(i) < len(self.class_names) else str(int(i))
                 for i in predictions.argmax(-1)]
 
-    def _image_figures(self, maps):
+    def _image_figures(self, maps, predicted):
         rollout = visualize.attention_rollout(maps)
         patch_embedding = next((l for l in self.model._flatten_layers() if isinstance(l, PatchEmbedding)), None)
         prefix = int(patch_embedding.class_token) if patch_embedding is not None else 1
-        predicted = self._predicted_names()
         figures = []
         for i in range(min(len(self.inputs), self.max_samples)):
             title = None if predicted is None else f"predicted: {predicted[i]}"
@@ -155,11 +184,10 @@ class AttentionMapCallback(keras.callbacks.Callback):
             figures.append((f"rollout_{i}", figure))
         return figures
 
-    def _text_figures(self, maps):
+    def _text_figures(self, maps, predicted):
         last = [m for m in maps.values() if m.shape[-1] == m.shape[-2]][-1]  # (batch, heads, tokens, tokens)
         length = self.inputs.shape[1]
         has_class_token = last.shape[-1] == length + 1
-        predicted = self._predicted_names()
         figures = []
         for i in range(min(len(self.inputs), self.max_samples)):
             words = _token_strings(self.inputs[i], self.tokens)
@@ -172,7 +200,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
             figures.append((f"tokens_{i}", visualize.plot_token_attention(words, weights[real], title=title)))
         return figures
 
-    def _seq2seq_figures(self, maps):
+    def _seq2seq_figures(self, maps, predicted):
         cross = [name for name in maps if name.endswith("cross_attention")]
         if not cross:
             raise ValueError("kind='seq2seq' needs a model with DecoderBlock cross-attention.")
@@ -206,11 +234,6 @@ class AttentionMapCallback(keras.callbacks.Callback):
         with self._writer.as_default():
             tf.summary.image(f"attention/{name}", _figure_pixels(figure)[None], step=epoch)
         self._writer.flush()
-
-    def on_train_end(self, logs=None):
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
 
 
 class PositionEncodingPlot(keras.callbacks.Callback):

@@ -88,7 +88,10 @@ def distribution_strategy(name):
     import tensorflow as tf
 
     if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
+        # All local GPUs; on a machine without GPUs, every (logical) CPU device, so the strategy can be tried
+        # on a laptop with `tf.config.set_logical_device_configuration`.
+        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+        return tf.distribute.MirroredStrategy([device.name for device in devices])
     return tf.distribute.MultiWorkerMirroredStrategy()  # cluster from the TF_CONFIG environment variable
 
 

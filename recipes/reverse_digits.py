@@ -33,8 +33,9 @@ def parse_args(argv):
     parser.add_argument("--test-samples", type=training.positive_int, default=1000)
     parser.add_argument("--preset", choices=sorted(SEQ2SEQ_PRESETS), default="tiny", help="model size")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.epochs, args.train_samples, args.test_samples, args.max_digits = 1, 512, 64, min(args.max_digits, 6)
+    if args.quick:  # a smoke test of the whole pipeline: tiny data, at most 2 epochs
+        args.epochs = min(args.epochs, 2)
+        args.train_samples, args.test_samples, args.max_digits = 512, 64, min(args.max_digits, 6)
     return args
 
 
@@ -43,6 +44,8 @@ def main(argv=None, extra_callbacks=()):
     started = time.time()
     strategy = training.setup(args)
     output_dir = training.output_directory("reverse_digits", args.output_dir)
+    if strategy is not None:
+        print(f"training on {strategy.num_replicas_in_sync} replicas ({args.distribute})")
 
     # Data: generated on the fly, so train and test never overlap in seed.
     x_train, y_train = digits.make_dataset(args.train_samples, args.max_digits, args.task, seed=args.seed)
@@ -61,7 +64,7 @@ def main(argv=None, extra_callbacks=()):
         model.compile_for_training(optimizer=optimizer, jit_compile=args.jit)
 
     # Train, drawing the cross-attention of a few held-out strings at every epoch.
-    sample = (x_test[:4], y_test[:4, :-1])
+    sample = (x_test[:2], y_test[:2, :-1])
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), tokens=digits.VOCABULARY)]
     callbacks = training.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
     model.fit((x_train, y_train[:, :-1]), y_train[:, 1:], batch_size=args.batch_size, epochs=args.epochs,

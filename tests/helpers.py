@@ -3,6 +3,8 @@
 import numpy as np
 from keras import ops
 
+from keras_tfm.data import digits
+
 
 def to_numpy(x):
     return np.asarray(ops.convert_to_numpy(x)).astype("float64")
@@ -25,20 +27,13 @@ def padded_ids(lengths, max_length, vocab_size=20, seed=0):
     return ids
 
 
-# The reverse-digits task: a seq2seq model must output the source digits in reverse order.
-START, END, VOCAB, MAX_DIGITS = 1, 2, 13, 8  # digits are ids 3..12
+# The reverse-digits task (keras_tfm.data.digits): a seq2seq model must output the source digits reversed.
+START, END, VOCAB, MAX_DIGITS = digits.START, digits.END, digits.VOCAB_SIZE, 8
 
 
 def reverse_digits(samples, seed):
-    """Sources: 1..MAX_DIGITS random digits, 0-padded. Targets: START, the digits reversed, END, 0-padding."""
-    rng = np.random.default_rng(seed)
-    source = np.zeros((samples, MAX_DIGITS), "int32")
-    target = np.zeros((samples, MAX_DIGITS + 2), "int32")
-    for row in range(samples):
-        digits = rng.integers(3, VOCAB, size=rng.integers(1, MAX_DIGITS + 1))
-        source[row, : len(digits)] = digits
-        target[row, 0], target[row, 1 : len(digits) + 1], target[row, len(digits) + 1] = START, digits[::-1], END
-    return source, target
+    """Sources: 1..MAX_DIGITS digits, 0-padded; targets: start, the digits reversed, end, 0-padding."""
+    return digits.make_dataset(samples, MAX_DIGITS, "reverse", seed=seed)
 
 
 def small_reverser(**kwargs):

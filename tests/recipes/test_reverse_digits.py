@@ -1,0 +1,89 @@
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import pytest
+
+from keras_tfm.data import digits
+from recipes import reverse_digits
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def epochs_in(output_dir):
+    with open(os.path.join(output_dir, "history.csv")) as file:
+        return [int(row["epoch"]) for row in csv.DictReader(file)]
+
+
+def test_digit_tasks():
+    source, target = digits.make_dataset(50, 5, "sort", seed=1)
+    for row in range(50):
+        text = digits.decode(source[row])
+        assert digits.decode(target[row]) == "".join(sorted(text))
+        assert target[row, 0] == digits.START and digits.END in target[row]
+    reverse_source, reverse_target = digits.make_dataset(5, 5, "reverse", seed=1)
+    assert digits.decode(reverse_target[0]) == digits.decode(reverse_source[0])[::-1]
+    assert digits.exact_match(reverse_target[:, 1:], reverse_target) == 1.0
+    with pytest.raises(ValueError, match="`task` must be one of"):
+        digits.make_dataset(5, 5, "shuffle")
+
+
+@pytest.mark.slow
+def test_quick_run_writes_every_promised_file(tmp_path):
+    summary = reverse_digits.main(["--quick", "--output-dir", str(tmp_path)])
+    for name in ("model.keras", "checkpoint.keras", "history.csv", "curves.png", "summary.json", "alignment.png"):
+        assert os.path.getsize(tmp_path / name) > 0, name
+    assert any(name.endswith("_alignment_0.png") for name in os.listdir(tmp_path / "attention"))
+    saved = json.loads((tmp_path / "summary.json").read_text())
+    assert saved["metrics"] == summary["metrics"] and 0.0 <= saved["metrics"]["exact_match_greedy"] <= 1.0
+    assert saved["flags"]["quick"] is True and saved["wall_time_seconds"] > 0
+    assert epochs_in(tmp_path) == [0, 1]
+
+
+class Interrupt(Exception):
+    pass
+
+
+class InterruptAfterFirstEpoch(keras.callbacks.Callback):
+    """Behaves like a process killed right after epoch 1 has been backed up and logged."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == 0:
+            raise Interrupt()
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_resumes_without_repeating_epochs(tmp_path):
+    with pytest.raises(Interrupt):
+        reverse_digits.main(["--quick", "--no-attention-maps", "--output-dir", str(tmp_path)],
+                            extra_callbacks=[InterruptAfterFirstEpoch()])
+    assert epochs_in(tmp_path) == [0]
+    reverse_digits.main(["--quick", "--no-attention-maps", "--output-dir", str(tmp_path)])
+    assert epochs_in(tmp_path) == [0, 1]  # epoch 1 ran once, epoch 0 was not repeated
+
+
+@pytest.mark.slow
+@pytest.mark.tensorflow_only
+def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
+    script = (
+        "import tensorflow as tf\n"
+        "cpu = tf.config.list_physical_devices('CPU')[0]\n"
+        "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
+        "from recipes import reverse_digits\n"
+        f"reverse_digits.main(['--quick', '--no-attention-maps', '--distribute', 'mirrored', '--output-dir', {str(tmp_path)!r}])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "training on 2 replicas (mirrored)" in result.stdout
+    assert os.path.exists(tmp_path / "model.keras")
+
+
+@pytest.mark.parametrize("flags", [["--epochs", "-1"], ["--task", "shuffle"], ["--preset", "huge"], ["--batch-size", "0"]])
+def test_bad_flags_are_usage_errors(flags, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        reverse_digits.main(flags)
+    assert exit_info.value.code == 2
+    assert "error:" in capsys.readouterr().err
