@@ -4,7 +4,7 @@ import pytest
 
 import keras_tfm
 from keras_tfm.models import Seq2SeqTransformer, TextClassifier, ViT
-from tests.helpers import END, MAX_DIGITS, START, padded_ids, reverse_digits
+from tests.helpers import padded_ids, reverse_digits
 
 
 def test_vit_maps_have_one_entry_per_block():
