@@ -229,16 +229,14 @@ class MultiHeadAttention(keras.layers.Layer):
         _checks.rank("query", query.shape, 3, "(batch, length, dim)")
         query_heads = self.query_dense(query)  # (batch, query_len, heads, key_dim)
         causal_offset = 0
+        value = query if value is None else value
+        key = value if key is None else key
         if cache is None:
-            value = query if value is None else value
-            key = value if key is None else key
             key_heads = self.key_dense(key)  # (batch, key_len, heads, key_dim)
             value_heads = self.value_dense(value)  # (batch, key_len, heads, value_dim)
         elif cache_index is None:
             key_heads, value_heads = cache  # fixed keys/values, e.g. the encoder output
         else:
-            value = query if value is None else value
-            key = value if key is None else key
             key_cache, value_cache = cache
             start = [0, cache_index, 0, 0]
             key_heads = ops.slice_update(key_cache, start, ops.cast(self.key_dense(key), key_cache.dtype))

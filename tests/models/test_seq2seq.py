@@ -154,3 +154,13 @@ def test_target_longer_than_max_length_is_rejected():
 def test_unknown_preset():
     with pytest.raises(ValueError, match=r"Unknown Seq2SeqTransformer preset 'huge'.*Available presets"):
         Seq2SeqTransformer.from_preset("huge", source_vocab_size=5, target_vocab_size=5)
+
+
+def test_tied_model_keras_file_round_trip(tmp_path):
+    model = small_model(tie_embeddings=True, norm_first=False)
+    source, target = reverse_digits(4, seed=10)
+    model.save(tmp_path / "tied.keras")
+    loaded = keras.saving.load_model(tmp_path / "tied.keras")
+    assert loaded.get_config() == model.get_config()
+    np.testing.assert_array_equal(to_numpy(loaded((source, target[:, :-1]))), to_numpy(model((source, target[:, :-1]))))
+    np.testing.assert_array_equal(loaded.generate(source, max_length=6), model.generate(source, max_length=6))
