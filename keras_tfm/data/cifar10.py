@@ -1,0 +1,250 @@
+"""CIFAR-10 as tf.data: where the images come from, and how they are augmented on the way to the model.
+
+Two sources give the same thing, datasets of `(image uint8 (32, 32, 3), label int)` plus the class names:
+
+    load_tfds(data_dir)          tensorflow-datasets "cifar10" (downloaded, or a prepared copy in `data_dir`)
+    load_image_folder(path)      path/train/<class>/*.png|jpg and path/test/<class>/*.png|jpg
+
+When neither can be had (no copy, no network), they raise `keras_tfm.training.DataUnavailable` with a
+paragraph that says what was tried and how to provide the data; they never hang on a download.
+
+The pipelines keep raw [0, 255] pixels: `keras_tfm.models.ViT` rescales them itself, so nothing here
+normalises. Training batches get, in this order:
+
+    cache -> shuffle -> pad 4 + random 32x32 crop + horizontal flip   (always, per image)
+          -> RandAugment (optional, per image) -> batch -> resize (when image_size != 32)
+          -> one-hot labels -> MixUp or CutMix (optional, per batch)
+
+Labels are one-hot in every pipeline: label smoothing and MixUp/CutMix both need them, so train with
+`keras.losses.CategoricalCrossentropy`.
+"""
+
+import os
+import socket
+import urllib.parse
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_tfm.training import DataUnavailable
+
+CLASS_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+IMAGE_SIZE = 32
+# Where tensorflow-datasets downloads CIFAR-10 from; probed first so that an offline machine fails at once.
+DOWNLOAD_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
+
+_HOW_TO_PROVIDE = (
+    "To provide the data, either (1) on a machine with network access run "
+    "`python -c \"import tensorflow_datasets as tfds; tfds.load('cifar10', data_dir='DIR')\"`, copy DIR here and "
+    "pass it as `data_dir` (`--data-dir DIR` in the recipes); or (2) put the images in a folder PATH/train/<class>/ "
+    "and PATH/test/<class>/ (PNG or JPEG, one sub-folder per class) and pass `--image-dir PATH`."
+)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Loaders.
+
+
+def load(data_dir=None, image_dir=None, download=True, seed=0):
+    """`load_image_folder(image_dir)` when `image_dir` is given, else `load_tfds(data_dir, download)`."""
+    if image_dir is not None:
+        return load_image_folder(image_dir, seed=seed)
+    return load_tfds(data_dir, download=download)
+
+
+def load_tfds(data_dir=None, download=True):
+    """CIFAR-10 from tensorflow-datasets.
+
+    A prepared copy in `data_dir` (default: the tensorflow-datasets folder, `~/tensorflow_datasets`) is used as
+    is. Without one, and with `download=True`, the download host is probed (a 5-second connection attempt) and
+    only then the data set is downloaded and prepared into `data_dir`.
+
+    Args:
+        data_dir: tensorflow-datasets data folder, or None for its default.
+        download: whether to download when no prepared copy is found.
+
+    Returns:
+        `(train, test, class_names)`: datasets of `(uint8 (32, 32, 3), int64 label)` (50,000 and 10,000
+        images) and the ten class names.
+
+    Raises:
+        DataUnavailable: no prepared copy, and downloading is off or fails.
+    """
+    import tensorflow_datasets as tfds  # imported here: the image-folder path does not need it
+
+    try:
+        return _tfds_splits(tfds, data_dir)
+    except (AssertionError, FileNotFoundError):  # tfds asserts that the prepared files exist
+        pass
+    where = tfds.builder("cifar10", data_dir=data_dir).data_dir
+    tried = f"Looked for a prepared tensorflow-datasets copy of CIFAR-10 in {where} and found none"
+    if not download:
+        raise DataUnavailable(
+            f"CIFAR-10 is not available. {tried}; downloading into that folder was not requested (`download=True`, "
+            f"`--download` in the recipes, would try it). {_HOW_TO_PROVIDE}"
+        )
+    problem = _unreachable(DOWNLOAD_URL)
+    if problem is None:
+        try:
+            tfds.builder("cifar10", data_dir=data_dir).download_and_prepare()
+            return _tfds_splits(tfds, data_dir)
+        except Exception as error:  # any failure of the download or preparation means the same to the caller
+            problem = f"{type(error).__name__}: {error}"
+    raise DataUnavailable(
+        f"CIFAR-10 is not available. {tried}, and downloading it from {DOWNLOAD_URL} failed ({problem}). "
+        f"{_HOW_TO_PROVIDE}"
+    )
+
+
+def _tfds_splits(tfds, data_dir):
+    train, test = tfds.load("cifar10", split=["train", "test"], data_dir=data_dir, download=False, as_supervised=True)
+    return train, test, list(CLASS_NAMES)  # tfds numbers the classes in this order
+
+
+def _unreachable(url, timeout=5.0):
+    """None if a TCP connection to the URL's host opens within `timeout` seconds, else the reason."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        socket.create_connection((parts.hostname, parts.port or 443), timeout=timeout).close()
+        return None
+    except OSError as error:
+        return f"cannot connect to {parts.hostname}: {error}"
+
+
+def load_image_folder(path, seed=0):
+    """CIFAR-10 (or any 10-class, 32x32 data set) from image files: `path/{train,test}/<class>/*.png|jpg`.
+
+    Read with `keras.utils.image_dataset_from_directory`; class names are the sub-folder names in alphabetical
+    order (for CIFAR-10 that is the usual order), the test folder must have the same ones. Images of another
+    size are resized to 32x32. The file order is shuffled once with `seed`, so `dataset.take(n)` is a sample of
+    every class.
+
+    Returns:
+        `(train, test, class_names)`: datasets of `(uint8 (32, 32, 3), int32 label)`, and the class names.
+
+    Raises:
+        DataUnavailable: `path/train` or `path/test` is missing or holds no images.
+    """
+    folders = {split: os.path.join(path, split) for split in ("train", "test")}
+    missing = [folder for folder in folders.values() if not os.path.isdir(folder)]
+    if missing:
+        raise DataUnavailable(
+            f"No CIFAR-10 image folder at {path}: {' and '.join(missing)} missing. Expected "
+            f"{path}/train/<class>/*.png and {path}/test/<class>/*.png. {_HOW_TO_PROVIDE}"
+        )
+
+    def read(folder, class_names=None):
+        try:
+            images = keras.utils.image_dataset_from_directory(
+                folder, class_names=class_names, batch_size=None, image_size=(IMAGE_SIZE, IMAGE_SIZE),
+                shuffle=True, seed=seed, verbose=False,
+            )
+        except ValueError as error:  # no images, or a test folder whose classes differ
+            raise DataUnavailable(f"Cannot read the CIFAR-10 images in {folder}: {error} {_HOW_TO_PROVIDE}") from error
+        pixels = images.map(lambda image, label: (tf.cast(tf.clip_by_value(image, 0, 255), tf.uint8), label))
+        return pixels, images.class_names
+
+    train, class_names = read(folders["train"])
+    test, _ = read(folders["test"], class_names)
+    return train, test, class_names
+
+
+def num_examples(dataset):
+    """Number of elements of a dataset (counted by iterating when tf.data does not know it)."""
+    count = int(dataset.cardinality())
+    if count >= 0:
+        return count
+    return int(dataset.reduce(0, lambda total, _: total + 1))
+
+
+def to_arrays(dataset):
+    """All `(image, label)` pairs of a dataset as NumPy: uint8 `(n, H, W, C)` images and int32 `(n,)` labels."""
+    images, labels = [], []
+    for image_batch, label_batch in dataset.batch(1024):
+        images.append(image_batch.numpy())
+        labels.append(label_batch.numpy())
+    return np.concatenate(images), np.concatenate(labels).astype("int32")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Pipelines.
+
+
+def resize(images, image_size):
+    """Float32 images resized (bilinear) to `image_size` x `image_size`; unchanged size is only cast."""
+    images = tf.cast(images, tf.float32)
+    if images.shape[-3] == images.shape[-2] == image_size:
+        return images
+    return tf.image.resize(images, (image_size, image_size))  # (batch, image_size, image_size, channels)
+
+
+def pad_crop_flip(image, padding=4):
+    """The standard CIFAR augmentation of one image: zero-pad by `padding` pixels, take a random crop of the
+    original size, and flip left-right with probability 1/2."""
+    height, width, channels = image.shape
+    padded = tf.image.resize_with_crop_or_pad(image, height + 2 * padding, width + 2 * padding)
+    cropped = tf.image.random_crop(padded, (height, width, channels))
+    return tf.image.random_flip_left_right(cropped)
+
+
+def training_pipeline(
+    dataset, batch_size, num_classes=10, image_size=IMAGE_SIZE, randaugment=0.0, mixup=0.0, cutmix=0.0,
+    seed=0, shuffle_buffer=50_000,
+):
+    """Augmented, batched training data with one-hot labels (see the module docstring for the order).
+
+    Args:
+        dataset: `(uint8 image, int label)` pairs, e.g. the `train` of `load_tfds`.
+        batch_size: images per batch (the last batch may be smaller).
+        num_classes: length of the one-hot labels.
+        image_size: the size the model takes; images are resized after augmentation when it is not 32.
+        randaugment: 0 for none, else the strength (`factor`, 0-1) of `keras.layers.RandAugment` with two
+            operations per image.
+        mixup: 0 for none, else `alpha` of `keras.layers.MixUp`.
+        cutmix: 0 for none, else `factor` of `keras.layers.CutMix`. With both MixUp and CutMix each batch gets
+            one of the two, chosen at random.
+        seed: shuffling seed.
+        shuffle_buffer: shuffle buffer size (the whole of CIFAR-10's training set by default).
+
+    Returns:
+        A dataset of `(float32 (batch, image_size, image_size, 3) in [0, 255], float32 (batch, num_classes))`.
+    """
+    autotune = tf.data.AUTOTUNE
+    # Decoded uint8 images are cached in memory (150 MB for CIFAR-10), so files are read in the first epoch only.
+    data = dataset.cache().shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    data = data.map(lambda image, label: (pad_crop_flip(image), label), num_parallel_calls=autotune)
+    if randaugment:
+        # Per image, so that every image gets its own two operations (on a batch, all would share them).
+        # float32 layers: the model's mixed-precision policy must not reach the input pipeline.
+        rand_augment = keras.layers.RandAugment(value_range=(0, 255), factor=randaugment, dtype="float32")
+        data = data.map(lambda image, label: (rand_augment(tf.cast(image, tf.float32)), label),
+                        num_parallel_calls=autotune)
+    data = data.batch(batch_size)
+    data = data.map(lambda images, labels: (resize(images, image_size), tf.one_hot(labels, num_classes)),
+                    num_parallel_calls=autotune)
+    mixers = []
+    if mixup:
+        mixers.append(keras.layers.MixUp(alpha=mixup, dtype="float32", seed=seed))
+    if cutmix:
+        mixers.append(keras.layers.CutMix(factor=cutmix, dtype="float32", seed=seed))
+    if mixers:
+        data = data.map(lambda images, labels: _mix(mixers, images, labels), num_parallel_calls=autotune)
+    return data.prefetch(autotune)
+
+
+def _mix(mixers, images, labels):
+    """One of the mixing layers, picked at random per batch, applied to images and one-hot labels together."""
+    outputs = [mixer({"images": images, "labels": labels}, training=True) for mixer in mixers]
+    if len(outputs) == 1:
+        return outputs[0]["images"], outputs[0]["labels"]
+    first = tf.random.uniform(()) < 0.5  # computing both and keeping one is cheap next to a training step
+    return (tf.where(first, outputs[0]["images"], outputs[1]["images"]),
+            tf.where(first, outputs[0]["labels"], outputs[1]["labels"]))
+
+
+def evaluation_pipeline(images, labels, batch_size, num_classes=10, image_size=IMAGE_SIZE):
+    """Batches of `(float32 images resized to image_size, one-hot labels)` from NumPy arrays, in order."""
+    data = tf.data.Dataset.from_tensor_slices((images, labels)).batch(batch_size)
+    data = data.map(lambda x, y: (resize(x, image_size), tf.one_hot(y, num_classes)))
+    return data.prefetch(tf.data.AUTOTUNE)
