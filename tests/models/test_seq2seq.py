@@ -10,6 +10,7 @@ small_model = small_reverser
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("trained_reverser")
 def test_reverse_digits_reaches_99_percent_exact_match(trained_reverser):
     source, target = reverse_digits(500, seed=1)
     generated = trained_reverser.generate(source, max_length=MAX_DIGITS + 1, start_id=START, end_id=END)
@@ -18,6 +19,7 @@ def test_reverse_digits_reaches_99_percent_exact_match(trained_reverser):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("trained_reverser")
 def test_greedy_equals_argmax_of_the_full_forward_pass_step_by_step(trained_reverser):
     source, _ = reverse_digits(16, seed=2)
     generated = trained_reverser.generate(source, max_length=MAX_DIGITS + 1, start_id=START, end_id=END)
@@ -36,6 +38,7 @@ def test_greedy_equals_argmax_of_the_full_forward_pass_step_by_step(trained_reve
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("trained_reverser")
 def test_beam_of_one_and_top_k_of_one_equal_greedy_and_sampling_is_seeded(trained_reverser):
     source, _ = reverse_digits(16, seed=3)
     kwargs = dict(max_length=MAX_DIGITS + 1, start_id=START, end_id=END)
@@ -52,6 +55,7 @@ def test_beam_of_one_and_top_k_of_one_equal_greedy_and_sampling_is_seeded(traine
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("trained_reverser")
 def test_beam_search_output_format_and_scores(trained_reverser):
     source, target = reverse_digits(32, seed=4)
     tokens, scores = trained_reverser.generate(
@@ -67,6 +71,7 @@ def test_beam_search_output_format_and_scores(trained_reverser):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("trained_reverser")
 def test_keras_file_round_trip_keeps_predictions_and_generation(trained_reverser, tmp_path):
     source, target = reverse_digits(8, seed=5)
     trained_reverser.save(tmp_path / "seq2seq.keras")

@@ -77,6 +77,7 @@ def test_model_without_our_attention_is_an_error():
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("trained_reverser")
 def test_trained_reverser_aligns_each_target_with_the_mirrored_source(trained_reverser):
     source, target = reverse_digits(200, seed=11)
     maps = keras_tfm.attention_maps(trained_reverser, (source, target[:, :-1]))
