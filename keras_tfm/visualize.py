@@ -293,6 +293,37 @@ def plot_position_encoding(pe, title="positional encoding"):
     return figure
 
 
+def plot_confusion_matrix(labels, predicted, class_names):
+    """Counts of (true class, predicted class), as an annotated heat map titled with the accuracy.
+
+    Args:
+        labels: `(n,)` true class ids.
+        predicted: `(n,)` predicted class ids.
+        class_names: names of the classes, in id order.
+
+    Returns:
+        matplotlib Figure.
+    """
+    labels, predicted = np.asarray(labels), np.asarray(predicted)
+    n = len(class_names)
+    counts = np.zeros((n, n), dtype="int64")
+    np.add.at(counts, (labels, predicted), 1)  # (true, predicted)
+    figure = Figure(figsize=(7.5, 6.5))
+    ax = figure.subplots()
+    shown = ax.imshow(counts, cmap="Blues")
+    for (row, column), count in np.ndenumerate(counts):
+        ax.text(column, row, count, ha="center", va="center", fontsize=7,
+                color="white" if count > counts.max() / 2 else "black")
+    ax.set_xticks(range(n), class_names, rotation=45, ha="right")
+    ax.set_yticks(range(n), class_names)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    ax.set_title(f"test accuracy {np.mean(labels == predicted):.1%}")
+    figure.colorbar(shown, ax=ax)
+    figure.tight_layout()
+    return figure
+
+
 def save_figure(figure, path, dpi=100):
     """Saves `figure` as a PNG at `path` and returns the path."""
     figure.savefig(path, dpi=dpi)

@@ -44,7 +44,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
 
 from keras_tfm import training, visualize  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
@@ -116,27 +115,6 @@ def build_model(args, num_classes):
     return model
 
 
-def confusion_matrix_figure(labels, predicted, class_names):
-    """Counts of (true class, predicted class) on the test set, as an annotated heat map."""
-    n = len(class_names)
-    counts = np.zeros((n, n), dtype="int64")
-    np.add.at(counts, (labels, predicted), 1)  # (true, predicted)
-    figure = Figure(figsize=(7.5, 6.5))
-    ax = figure.subplots()
-    shown = ax.imshow(counts, cmap="Blues")
-    for (row, column), count in np.ndenumerate(counts):
-        ax.text(column, row, count, ha="center", va="center", fontsize=7,
-                color="white" if count > counts.max() / 2 else "black")
-    ax.set_xticks(range(n), class_names, rotation=45, ha="right")
-    ax.set_yticks(range(n), class_names)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("true")
-    ax.set_title(f"test accuracy {np.mean(labels == predicted):.1%}")
-    figure.colorbar(shown, ax=ax)
-    figure.tight_layout()
-    return figure
-
-
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
     started = time.time()
@@ -193,7 +171,7 @@ def main(argv=None, extra_callbacks=()):
     metrics = {"test_accuracy": float(np.mean(predicted == test_labels)), "seconds_per_epoch": seconds_per_epoch}
     print(f"\ntest accuracy {metrics['test_accuracy']:.4f} on {len(test_labels)} images "
           f"({seconds_per_epoch:.0f} s per epoch)")
-    visualize.save_figure(confusion_matrix_figure(test_labels, predicted, class_names),
+    visualize.save_figure(visualize.plot_confusion_matrix(test_labels, predicted, class_names),
                           os.path.join(output_dir, "confusion_matrix.png"))
 
     # Where the [CLS] token looks: attention rollout over eight fixed test images.

@@ -84,3 +84,11 @@ def test_grid_inference():
     assert visualize.infer_grid(8, image_shape=(16, 32, 3)) == (2, 4)
     with pytest.raises(ValueError, match="grid"):
         visualize.infer_grid(7)
+
+
+def test_confusion_matrix_counts(tmp_path):
+    figure = visualize.plot_confusion_matrix([0, 0, 1, 2], [0, 1, 1, 2], ["cat", "dog", "frog"])
+    image = figure.axes[0].images[0].get_array()
+    np.testing.assert_array_equal(image, [[1, 1, 0], [0, 1, 0], [0, 0, 1]])
+    assert "75.0%" in figure.axes[0].get_title()
+    assert png_size(visualize.save_figure(figure, tmp_path / "confusion.png"))[0] > 100
