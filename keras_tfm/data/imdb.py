@@ -1,0 +1,145 @@
+"""IMDB movie reviews (Maas et al., 2011, "Learning Word Vectors for Sentiment Analysis"): 25,000 training and
+25,000 test reviews, each labelled 0 = negative or 1 = positive.
+
+Two sources, both giving `tf.data` datasets of `(text, label)` pairs (a scalar string, a scalar int):
+
+* tensorflow-datasets `imdb_reviews` — `load_tfds(data_dir)`; with a `data_dir` nothing is downloaded;
+* the original archive unpacked — `load_folder("path/to/aclImdb")`, which reads
+  `aclImdb/{train,test}/{neg,pos}/*.txt`.
+
+`load_imdb` picks between them. When neither works it raises `keras_tfm.training.DataUnavailable` saying what
+it tried and how to provide the data. Text is turned into token ids with Keras' own `TextVectorization`
+(`make_vectorizer`), whose vocabulary is saved next to a trained model (`save_vocabulary` / `load_vocabulary`).
+"""
+
+import os
+import re
+import string
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_tfm.training import DataUnavailable
+
+CLASS_NAMES = ("neg", "pos")  # label 0, label 1: the folder names of aclImdb and the order tfds uses
+DOWNLOAD_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+
+_HOW_TO_PROVIDE = (
+    f"To provide the data, either download and unpack {DOWNLOAD_URL} and pass `--imdb-dir path/to/aclImdb` "
+    "(the folder holding train/ and test/), or prepare the tensorflow-datasets copy on a machine with network "
+    "access (`tfds.load('imdb_reviews', data_dir=FOLDER)`), copy FOLDER here and pass `--data-dir FOLDER`."
+)
+
+
+def load_folder(imdb_dir, seed=0):
+    """Train and test datasets of `(text, label)` from an unpacked `aclImdb` folder.
+
+    Reviews are read in a shuffled (seeded) order, so that taking the first few gives both classes.
+    `train/unsup` (unlabelled reviews) is ignored.
+    """
+    missing = [os.path.join(split, name) for split in ("train", "test") for name in CLASS_NAMES
+               if not os.path.isdir(os.path.join(imdb_dir, split, name))]
+    if missing:
+        raise DataUnavailable(
+            f"IMDB: the folder {imdb_dir!r} does not have the aclImdb layout: missing {', '.join(missing)}. "
+            + _HOW_TO_PROVIDE
+        )
+    return tuple(
+        keras.utils.text_dataset_from_directory(
+            os.path.join(imdb_dir, split), labels="inferred", class_names=list(CLASS_NAMES), batch_size=None,
+            shuffle=True, seed=seed, verbose=False,
+        )
+        for split in ("train", "test")
+    )
+
+
+def load_tfds(data_dir=None):
+    """Train and test datasets of `(text, label)` from tensorflow-datasets `imdb_reviews`.
+
+    With `data_dir`, only the prepared copy in that folder is used (no download); without it the default
+    tfds folder is used and, if the data is not there, tfds tries to download it.
+    """
+    import tensorflow_datasets as tfds
+
+    try:
+        train, test = tfds.load(
+            "imdb_reviews", split=["train", "test"], as_supervised=True, data_dir=data_dir,
+            download=data_dir is None, shuffle_files=False,
+        )
+    except Exception as error:  # tfds reports a missing copy or a failed download with many exception types
+        where = f"in --data-dir {data_dir!r} (no download with a data dir)" if data_dir else "by downloading it"
+        raise DataUnavailable(
+            f"IMDB: could not load tensorflow-datasets 'imdb_reviews' {where}: "
+            f"{type(error).__name__}: {_first_line(error)}. " + _HOW_TO_PROVIDE
+        ) from error
+    return train, test
+
+
+def load_imdb(imdb_dir=None, data_dir=None, seed=0):
+    """`(train, test)` datasets of `(text, label)`: from `imdb_dir` (an aclImdb folder) if given, else from
+    tensorflow-datasets (`data_dir`, or the default folder with a download). Raises `DataUnavailable`."""
+    if imdb_dir is not None:
+        return load_folder(imdb_dir, seed=seed)
+    return load_tfds(data_dir)
+
+
+def _first_line(error):
+    text = str(error).strip()
+    return text.splitlines()[0].rstrip(".") if text else "(no message)"
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+def standardize_review(text):
+    """Lower-cases a batch of reviews and removes the `<br />` line breaks IMDB keeps as HTML, and punctuation.
+
+    Punctuation becomes a space, so "great.It" splits into two words.
+    """
+    text = tf.strings.lower(text)
+    text = tf.strings.regex_replace(text, r"<br\s*/?>", " ")
+    return tf.strings.regex_replace(text, f"[{re.escape(string.punctuation)}]", " ")
+
+
+def make_vectorizer(vocab_size, sequence_length, vocabulary=None):
+    """A `TextVectorization` layer: text -> `(batch, sequence_length)` token ids, 0 = padding, 1 = unknown word.
+
+    Adapt it on training text (`vectorizer.adapt(texts)`) or pass a saved `vocabulary` (a list whose first two
+    entries are "" and "[UNK]", as `get_vocabulary()` returns it). Reviews longer than `sequence_length` words
+    are cut at the end.
+    """
+    return keras.layers.TextVectorization(
+        max_tokens=vocab_size, standardize=standardize_review, output_mode="int",
+        output_sequence_length=sequence_length, vocabulary=vocabulary,
+    )
+
+
+def texts(dataset, limit=None):
+    """The review texts of a `(text, label)` dataset, as a dataset of strings (for `adapt`)."""
+    dataset = dataset.map(lambda text, label: text)
+    return dataset if limit is None else dataset.take(limit)
+
+
+def to_arrays(dataset, vectorizer, batch_size=1024):
+    """Vectorizes a `(text, label)` dataset once: `(ids, labels, texts)`, numpy arrays of shapes
+    `(n, sequence_length)` int32, `(n,)` int32 and `(n,)` str."""
+    ids, labels, raw = [], [], []
+    for text, label in dataset.batch(batch_size):
+        ids.append(np.asarray(vectorizer(text), "int32"))  # (batch, sequence_length)
+        labels.append(np.asarray(label, "int32"))
+        raw.extend(t.decode("utf-8", errors="replace") for t in text.numpy())
+    if not ids:
+        raise DataUnavailable("IMDB: the data set is empty. " + _HOW_TO_PROVIDE)
+    return np.concatenate(ids), np.concatenate(labels), np.array(raw)
+
+
+def save_vocabulary(vocabulary, path):
+    """Writes one token per line (line i = token id i; line 0 is the padding token "")."""
+    with open(path, "w", encoding="utf-8") as file:
+        file.writelines(f"{token}\n" for token in vocabulary)
+    return path
+
+
+def load_vocabulary(path):
+    """The token list written by `save_vocabulary` (pass it to `make_vectorizer(..., vocabulary=...)`)."""
+    with open(path, encoding="utf-8") as file:
+        return file.read().split("\n")[:-1]

@@ -1,0 +1,150 @@
+"""Classify IMDB movie reviews as positive or negative with a small Transformer encoder.
+
+Keras' `TextVectorization` turns each review into word ids (lower-cased, `<br />` tags and punctuation removed,
+cut to `--sequence-length` words); a `TextClassifier` reads the ids, mean-pools its token states and predicts
+the sentiment. The vectorizer stays outside the model, so `model.keras` is the `TextClassifier` alone and
+`vocabulary.txt` (line i = word id i) turns new text into its input:
+
+    vectorizer = imdb.make_vectorizer(20000, 400, vocabulary=imdb.load_vocabulary("vocabulary.txt"))  # the run's flags
+    model.predict(vectorizer(["A wonderful, moving film."]))
+
+Data: `--imdb-dir path/to/aclImdb` (the unpacked original archive), or tensorflow-datasets `imdb_reviews`
+(`--data-dir` = a folder already holding it; without either flag tfds tries to download it).
+
+    python -m recipes.imdb_classifier --imdb-dir aclImdb   # 3 epochs, 86% test accuracy, ~14 min on 2 CPU cores
+    python -m recipes.imdb_classifier --quick --imdb-dir aclImdb   # a few hundred reviews: checks that all runs
+
+Besides the files every recipe writes (see `keras_tfm.training`), a run leaves `vocabulary.txt`, the token
+attention of a few test reviews drawn every epoch (`attention/`) and, after training, `review_{i}.png`.
+"""
+
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_tfm import training, visualize  # noqa: E402
+from keras_tfm.attention_probe import attention_maps  # noqa: E402
+from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
+from keras_tfm.data import imdb  # noqa: E402
+from keras_tfm.models import TEXT_CLASSIFIER_PRESETS, TextClassifier  # noqa: E402
+from keras_tfm.models.text_classifier import POOLS  # noqa: E402
+
+SENTIMENTS = ["negative", "positive"]  # label 0, label 1
+
+
+def parse_args(argv):
+    parser = training.recipe_parser(__doc__.splitlines()[0], epochs=3, batch_size=64, learning_rate=1e-3)
+    parser.add_argument("--imdb-dir", default=None, help="an unpacked aclImdb folder (with train/ and test/)")
+    parser.add_argument("--data-dir", default=None,
+                        help="a tensorflow-datasets folder that already holds imdb_reviews (nothing is downloaded)")
+    parser.add_argument("--vocab-size", type=training.positive_int, default=20000, help="words kept, incl. pad/unknown")
+    parser.add_argument("--sequence-length", type=training.positive_int, default=400, help="words read per review")
+    parser.add_argument("--preset", choices=sorted(TEXT_CLASSIFIER_PRESETS), default="tiny", help="model size")
+    parser.add_argument("--pool", choices=POOLS, default="mean", help="how the token states become one vector")
+    parser.add_argument("--dropout", type=training.fraction, default=0.2, help="dropout rate of the model")
+    parser.add_argument("--weight-decay", type=training.fraction, default=0.05, help="AdamW weight decay")
+    parser.add_argument("--label-smoothing", type=training.fraction, default=0.0, help="label smoothing of the loss")
+    parser.add_argument("--train-samples", type=training.positive_int, default=None, help="use only this many (None = all)")
+    parser.add_argument("--test-samples", type=training.positive_int, default=None, help="use only this many (None = all)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.epochs, args.preset, args.vocab_size, args.sequence_length = 1, "tiny", 2000, min(args.sequence_length, 64)
+        args.train_samples, args.test_samples = min(args.train_samples or 400, 400), min(args.test_samples or 200, 200)
+    return args
+
+
+def main(argv=None, extra_callbacks=()):
+    args = parse_args(argv)
+    started = time.time()
+    strategy = training.setup(args)
+
+    # Data: reviews as text, then word ids from a vocabulary learned on the training reviews only.
+    try:
+        train_text, test_text = imdb.load_imdb(args.imdb_dir, args.data_dir, seed=args.seed)
+        train_text, test_text = train_text.take(args.train_samples or -1), test_text.take(args.test_samples or -1)
+        vectorizer = imdb.make_vectorizer(args.vocab_size, args.sequence_length)
+        vectorizer.adapt(imdb.texts(train_text).batch(1024))
+        x_train, y_train, _ = imdb.to_arrays(train_text, vectorizer)
+        x_test, y_test, test_reviews = imdb.to_arrays(test_text, vectorizer)
+    except training.DataUnavailable as error:
+        print(error, file=sys.stderr)
+        raise SystemExit(2) from None
+    output_dir = training.output_directory("imdb_classifier", args.output_dir)
+    vocabulary = vectorizer.get_vocabulary()
+    imdb.save_vocabulary(vocabulary, os.path.join(output_dir, "vocabulary.txt"))
+    print(f"{len(x_train)} training and {len(x_test)} test reviews, {len(vocabulary)} words, "
+          f"{np.mean(x_test[:, -1] != 0):.0%} of test reviews cut at {args.sequence_length} words")
+
+    # Model: trains on word ids; labels are one-hot so that label smoothing can apply.
+    steps = args.epochs * training.steps_per_epoch(len(x_train), args.batch_size)
+    with training.strategy_scope(strategy):
+        model = TextClassifier.from_preset(
+            args.preset, vocab_size=len(vocabulary), max_length=args.sequence_length, num_classes=2,
+            pool=args.pool, dropout=args.dropout,
+        )
+        optimizer = keras.optimizers.AdamW(
+            training.warmup_cosine(args.learning_rate, steps, args.warmup_fraction),
+            weight_decay=args.weight_decay, clipnorm=args.clipnorm or None,
+        )
+        model.compile(
+            optimizer=optimizer,
+            loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=args.label_smoothing),
+            metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
+            jit_compile=args.jit,
+        )
+    y_train_onehot, y_test_onehot = keras.utils.to_categorical(y_train, 2), keras.utils.to_categorical(y_test, 2)
+
+    # Train, drawing which words the model attends to in a few short test reviews at every epoch.
+    sample = _short_reviews(x_test, y_test, per_class=2)
+    pictures = [AttentionMapCallback(x_test[sample], os.path.join(output_dir, "attention"), kind="text",
+                                     tokens=vocabulary, class_names=SENTIMENTS)]
+    callbacks = training.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
+    model.fit(x_train, y_train_onehot, batch_size=args.batch_size, epochs=args.epochs,
+              validation_data=(x_test, y_test_onehot), callbacks=callbacks, verbose=2)
+
+    # Evaluate on the test reviews.
+    probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(model.predict(x_test, batch_size=256, verbose=0)))
+    predicted = probabilities.argmax(-1)
+    metrics = {"test_accuracy": float(np.mean(predicted == y_test))}
+    print(f"\ntest accuracy {metrics['test_accuracy']:.4f} on {len(y_test)} reviews")
+
+    # Pictures: each sample review as a heat map of the attention its words receive in the last block.
+    last = list(attention_maps(model, x_test[sample]).values())[-1]  # (samples, heads, queries, keys)
+    for i, row in enumerate(sample):
+        real = x_test[row] != 0
+        if args.pool == "cls":
+            weights = last[i, :, 0, 1:].mean(0)  # (length,): what [CLS] reads from each word
+        else:
+            weights = last[i][:, real].mean(axis=(0, 1))  # (length,): what each word receives, on average
+        weights = weights[real]  # (words,)
+        words = [vocabulary[t] for t in x_test[row][real]]
+        title = (f"true: {SENTIMENTS[y_test[row]]}, predicted: {SENTIMENTS[predicted[row]]} "
+                 f"(p = {probabilities[row, predicted[row]]:.2f})")
+        visualize.save_figure(visualize.plot_token_attention(words, weights, title=title),
+                              os.path.join(output_dir, f"review_{i}.png"))
+        print(f"  [{SENTIMENTS[predicted[row]]:>8s}] {test_reviews[row][:100]}")
+
+    summary = training.finish(model, output_dir, args, metrics, started)
+    print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")
+    return summary
+
+
+def _short_reviews(ids, labels, per_class=2, most_words=60):
+    """Rows of the first `per_class` reviews of each class with at most `most_words` words (or the shortest)."""
+    lengths = (ids != 0).sum(1)
+    rows = []
+    for label in (0, 1):
+        candidates = np.flatnonzero((labels == label) & (lengths <= most_words))
+        if len(candidates) < per_class:  # few short reviews: the shortest ones of the class instead
+            candidates = np.flatnonzero(labels == label)[np.argsort(lengths[labels == label], kind="stable")]
+        rows.extend(candidates[:per_class].tolist())
+    return np.array(rows)
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
