@@ -1,7 +1,6 @@
 """Callbacks that show what the attention is doing while `model.fit` runs."""
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import keras
 import numpy as np
@@ -97,10 +96,6 @@ class AttentionMapCallback(keras.callbacks.Callback):
         self.max_samples = max_samples
         self.written = []  # every file written, in order
         self._writer = None
-        # Drawing and saving PNGs happens on one background thread, overlapping the next epoch's training;
-        # only reading the maps (which needs the model as it is at the end of the epoch) happens inline.
-        self._renderer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attention-maps")
-        self._pending = []
 
     @staticmethod
     def _infer_kind(inputs):
@@ -119,35 +114,19 @@ class AttentionMapCallback(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if (epoch + 1) % self.every_n_epochs == 0:
-            self.draw(epoch + 1, wait=False)
+            self.draw(epoch + 1)
 
     def on_train_end(self, logs=None):
-        self.wait()
         if self._writer is not None:
             self._writer.close()
             self._writer = None
 
-    def wait(self):
-        """Blocks until every picture asked for so far is written (re-raising a drawing error)."""
-        pending, self._pending = self._pending, []
-        for job in pending:
-            job.result()
-
-    def draw(self, epoch, wait=True):
-        """Reads the maps now and writes the pictures for `epoch` (also usable outside `fit`).
-
-        With `wait=False` the pictures are drawn on a background thread; `wait()` or the end of training
-        waits for them.
-        """
+    def draw(self, epoch):
+        """Reads the maps now and writes the pictures for `epoch` (also usable outside `fit`)."""
         os.makedirs(self.output_dir, exist_ok=True)
         maps = attention_maps(self.model, self.inputs)
         predicted = self._predicted_names() if self.kind in ("image", "text") else None
-        for job in [job for job in self._pending if job.done()]:
-            job.result()  # re-raises an error from an earlier epoch's drawing
-        self._pending = [job for job in self._pending if not job.done()]
-        self._pending.append(self._renderer.submit(self._render, maps, predicted, epoch))
-        if wait:
-            self.wait()
+        self._render(maps, predicted, epoch)
 
     def _render(self, maps, predicted, epoch):
         names = list(maps)

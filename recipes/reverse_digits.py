@@ -64,7 +64,7 @@ def main(argv=None, extra_callbacks=()):
         model.compile_for_training(optimizer=optimizer, jit_compile=args.jit)
 
     # Train, drawing the cross-attention of a few held-out strings at every epoch.
-    sample = (x_test[:2], y_test[:2, :-1])
+    sample = (x_test[:1], y_test[:1, :-1])  # one held-out string, drawn at every epoch
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), tokens=digits.VOCABULARY)]
     callbacks = training.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
     model.fit((x_train, y_train[:, :-1]), y_train[:, 1:], batch_size=args.batch_size, epochs=args.epochs,
