@@ -41,6 +41,13 @@ def positive_float(text):
     return value
 
 
+def non_negative_float(text):
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
 def fraction(text):
     value = float(text)
     if not 0.0 <= value < 1.0:

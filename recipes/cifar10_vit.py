@@ -35,7 +35,6 @@ Pretrained models saw 224x224 images in 16x16 patches, so the 32x32 images are t
 Mixed precision, XLA and multi-GPU: `--mixed-precision`, `--jit`, `--distribute mirrored` (keras_tfm.training).
 """
 
-import argparse
 import os
 import sys
 import time
@@ -50,13 +49,6 @@ from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
 from keras_tfm.data import cifar10  # noqa: E402
 from keras_tfm.models import VIT_PRESETS, ViT, load_vit_weights  # noqa: E402
-
-
-def non_negative_float(text):
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
 
 
 def parse_args(argv):
@@ -75,13 +67,13 @@ def parse_args(argv):
     parser.add_argument("--image-size", type=training.positive_int, default=cifar10.IMAGE_SIZE,
                         help="images are resized to this size (e.g. 224 to fine-tune --pretrained weights)")
     parser.add_argument("--drop-path", type=training.fraction, default=0.1, help="stochastic depth of the last block")
-    parser.add_argument("--weight-decay", type=non_negative_float, default=0.05, help="AdamW weight decay")
+    parser.add_argument("--weight-decay", type=training.non_negative_float, default=0.05, help="AdamW weight decay")
     parser.add_argument("--label-smoothing", type=training.fraction, default=0.1, help="label smoothing of the loss")
     parser.add_argument("--randaugment", type=training.fraction, nargs="?", const=0.5, default=0.0, metavar="STRENGTH",
                         help="RandAugment, 2 operations per image, of this strength; given alone: 0.5; 0 = off")
-    parser.add_argument("--mixup", type=non_negative_float, nargs="?", const=0.8, default=0.0, metavar="ALPHA",
+    parser.add_argument("--mixup", type=training.non_negative_float, nargs="?", const=0.8, default=0.0, metavar="ALPHA",
                         help="MixUp with this alpha; given alone: 0.8; 0 = off")
-    parser.add_argument("--cutmix", type=non_negative_float, nargs="?", const=1.0, default=0.0, metavar="FACTOR",
+    parser.add_argument("--cutmix", type=training.non_negative_float, nargs="?", const=1.0, default=0.0, metavar="FACTOR",
                         help="CutMix with this factor; given alone: 1.0; 0 = off")
     parser.add_argument("--pretrained", default=None, metavar="PATH",
                         help="fine-tune these ViT weights (.npz or .safetensors); the head is trained from scratch")

@@ -47,7 +47,7 @@ def parse_args(argv):
     parser.add_argument("--preset", choices=sorted(TEXT_CLASSIFIER_PRESETS), default="tiny", help="model size")
     parser.add_argument("--pool", choices=POOLS, default="mean", help="how the token states become one vector")
     parser.add_argument("--dropout", type=training.fraction, default=0.2, help="dropout rate of the model")
-    parser.add_argument("--weight-decay", type=training.fraction, default=0.05, help="AdamW weight decay")
+    parser.add_argument("--weight-decay", type=training.non_negative_float, default=0.05, help="AdamW weight decay")
     parser.add_argument("--label-smoothing", type=training.fraction, default=0.0, help="label smoothing of the loss")
     parser.add_argument("--train-samples", type=training.positive_int, default=None, help="use only this many (None = all)")
     parser.add_argument("--test-samples", type=training.positive_int, default=None, help="use only this many (None = all)")
