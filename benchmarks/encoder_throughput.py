@@ -1,8 +1,9 @@
 """Forward+backward throughput of an EncoderBlock stack vs the same stack built from Keras and keras-hub parts.
 
 Three models of identical size (pre-norm encoder blocks, GELU MLP, same parameter count) are trained side by
-side in one process with `train_on_batch`; the rounds are interleaved (A B C A B C ...) so that a machine that
-slows down or speeds up during the run affects all three alike. Prints sequences/s and the ratio of ours to each.
+side in one process with `train_on_batch`; the rounds are interleaved and rotated (A B C, B C A, C A B, ...) so
+that a machine that slows down or speeds up during the run affects all three alike and none always goes first.
+Prints sequences/s and the ratio of ours to each.
 
     pip install keras-hub
     python benchmarks/encoder_throughput.py                # defaults: batch 32, length 128, dim 256, depth 4
@@ -87,8 +88,11 @@ def main(argv=None):
         models[name] = model
 
     seconds = {name: [] for name in models}
-    for _ in range(args.rounds):
-        for name, model in models.items():
+    names = list(models)
+    for round_index in range(args.rounds):
+        shift = round_index % len(names)  # rotate who goes first, so no model always runs first
+        for name in names[shift:] + names[:shift]:
+            model = models[name]
             start = time.perf_counter()
             for _ in range(args.steps):
                 loss = model.train_on_batch(x, y)
