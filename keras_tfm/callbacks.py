@@ -126,9 +126,6 @@ class AttentionMapCallback(keras.callbacks.Callback):
         os.makedirs(self.output_dir, exist_ok=True)
         maps = attention_maps(self.model, self.inputs)
         predicted = self._predicted_names() if self.kind in ("image", "text") else None
-        self._render(maps, predicted, epoch)
-
-    def _render(self, maps, predicted, epoch):
         names = list(maps)
         prefix = f"epoch_{epoch:03d}"
         figures = getattr(self, f"_{self.kind}_figures")(maps, predicted)
