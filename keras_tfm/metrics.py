@@ -9,6 +9,15 @@ import keras
 from keras import ops
 
 
+def _token_weights(y_true, ignore_id, sample_weight=None):
+    """`(batch, length)` float weights: 0 at padding labels, times `sample_weight` (per sample or per token)."""
+    weights = ops.cast(ops.not_equal(y_true, ignore_id), "float32")
+    if sample_weight is not None:
+        sample_weight = ops.cast(sample_weight, "float32")
+        weights = weights * (sample_weight[:, None] if len(sample_weight.shape) == 1 else sample_weight)
+    return weights
+
+
 @keras.saving.register_keras_serializable(package="keras_tfm")
 class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     """Token-level cross-entropy averaged over the positions whose label is not `ignore_id`.
@@ -41,10 +50,7 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         if self.label_smoothing:
             targets = targets * (1.0 - self.label_smoothing) + self.label_smoothing / ops.cast(vocab, "float32")
         losses = keras.losses.categorical_crossentropy(targets, y_pred, from_logits=self.from_logits)
-        weights = ops.cast(ops.not_equal(y_true, self.ignore_id), "float32")  # (batch, length)
-        if sample_weight is not None:
-            sample_weight = ops.cast(sample_weight, "float32")
-            weights = weights * (sample_weight[:, None] if len(sample_weight.shape) == 1 else sample_weight)
+        weights = _token_weights(y_true, self.ignore_id, sample_weight)
         return ops.sum(losses * weights) / ops.maximum(ops.sum(weights), 1.0)
 
     def get_config(self):
@@ -74,10 +80,7 @@ class MaskedAccuracy(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
         predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
-        weights = ops.cast(ops.not_equal(y_true, self.ignore_id), "float32")
-        if sample_weight is not None:
-            sample_weight = ops.cast(sample_weight, "float32")
-            weights = weights * (sample_weight[:, None] if len(sample_weight.shape) == 1 else sample_weight)
+        weights = _token_weights(y_true, self.ignore_id, sample_weight)
         self.correct.assign_add(ops.sum(ops.cast(ops.equal(predicted, y_true), "float32") * weights))
         self.count.assign_add(ops.sum(weights))
 
