@@ -171,8 +171,9 @@ def plot_curves(history, path):
     return path
 
 
-def finish(model, output_dir, args, metrics, started):
-    """Saves `model.keras`, `curves.png` and `summary.json`; returns the summary dict."""
+def finish(model, output_dir, args, metrics, started, extra=None):
+    """Saves `model.keras`, `curves.png` and `summary.json` (metrics, flags, wall time and the `extra` dict);
+    returns the summary dict."""
     model.save(os.path.join(output_dir, "model.keras"))
     plot_curves(read_history(output_dir), os.path.join(output_dir, "curves.png"))
     summary = {
@@ -180,6 +181,7 @@ def finish(model, output_dir, args, metrics, started):
         "flags": {name: value for name, value in vars(args).items()},
         "wall_time_seconds": round(time.time() - started, 1),
         "backend": keras.backend.backend(),
+        **(extra or {}),
     }
     with open(os.path.join(output_dir, "summary.json"), "w") as file:
         json.dump(summary, file, indent=2, default=str)

@@ -1,0 +1,147 @@
+"""Parallel corpora for translation: sentence pairs from local text files or from tensorflow-datasets.
+
+Local files hold one sentence per line (UTF-8, optionally `.gz`); line i of the source file translates line i of
+the target file. That is how Multi30k (Elliott et al., 2016: image captions, English -> German, 29,000 training
+pairs) is distributed, as `train.en.gz`, `val.en.gz`, `test_2016_flickr.en.gz` and the `.de` twins in
+https://github.com/multi30k/dataset (folder `data/task1/raw`). `multi30k_files(folder, "en", "de")` finds them.
+
+`load_tfds(name)` reads a tensorflow-datasets translation set (e.g. `ted_hrlr_translate/pt_to_en`, `wmt14_translate/de-en`)
+as pairs in the direction of its supervised keys.
+
+Every loader returns a `Corpus`: `{split: (source_sentences, target_sentences)}` with lists of str. When the data
+cannot be found it raises `keras_tfm.training.DataUnavailable` saying what it tried and how to provide it.
+`make_dataset` turns token-id arrays into batches for `Seq2SeqTransformer.fit`.
+"""
+
+import gzip
+import os
+
+import numpy as np
+
+from keras_tfm.training import DataUnavailable
+
+SPLITS = ("train", "validation", "test")
+MULTI30K_URL = "https://github.com/multi30k/dataset/tree/master/data/task1/raw"
+MULTI30K_NAMES = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
+
+_HOW_TO_PROVIDE = (
+    "To provide the data, either pass local files with one sentence per line (plain or .gz): "
+    "`--train-src/--train-tgt`, `--valid-src/--valid-tgt`, `--test-src/--test-tgt`; or a folder laid out like "
+    f"Multi30k ({MULTI30K_URL}: train.en.gz, val.en.gz, test_2016_flickr.en.gz and the .de files) with "
+    "`--data-dir FOLDER --source-lang en --target-lang de`; or a tensorflow-datasets translation set with "
+    "`--tfds NAME` (prepare it with `tfds.load(NAME, data_dir=FOLDER)` on a machine with network access, copy "
+    "FOLDER here and add `--tfds-dir FOLDER`)."
+)
+
+
+def read_lines(path):
+    """The lines of a UTF-8 text file (`.gz` is decompressed), without their line breaks."""
+    if not os.path.isfile(path):
+        raise DataUnavailable(f"Translation data: the file {path!r} does not exist. " + _HOW_TO_PROVIDE)
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as file:
+        return [line.rstrip("\r\n") for line in file]
+
+
+def load_pair(source_path, target_path):
+    """`(source_sentences, target_sentences)` from two line-aligned files; their line counts must match."""
+    source, target = read_lines(source_path), read_lines(target_path)
+    if len(source) != len(target):
+        raise ValueError(
+            f"Parallel files must have the same number of lines: {source_path!r} has {len(source)}, "
+            f"{target_path!r} has {len(target)}."
+        )
+    return source, target
+
+
+def load_files(paths):
+    """A corpus from `{split: (source_path, target_path)}` (splits: train, validation, test; missing ones are
+    left out)."""
+    return {split: load_pair(*pair) for split, pair in paths.items() if pair is not None}
+
+
+def multi30k_files(folder, source_lang="en", target_lang="de"):
+    """`{split: (source_path, target_path)}` for a folder in the Multi30k layout (`.gz` or plain files)."""
+    paths = {}
+    for split, stem in MULTI30K_NAMES.items():
+        pair = []
+        for lang in (source_lang, target_lang):
+            candidates = [os.path.join(folder, f"{stem}.{lang}{suffix}") for suffix in (".gz", "")]
+            found = [path for path in candidates if os.path.isfile(path)]
+            if not found:
+                raise DataUnavailable(
+                    f"Translation data: no {split} file for language {lang!r} in {folder!r} (looked for "
+                    f"{' and '.join(os.path.basename(c) for c in candidates)}). " + _HOW_TO_PROVIDE
+                )
+            pair.append(found[0])
+        paths[split] = tuple(pair)
+    return paths
+
+
+def load_tfds(name, data_dir=None):
+    """A corpus from a tensorflow-datasets translation set, e.g. `"ted_hrlr_translate/pt_to_en"`.
+
+    Uses the set's supervised keys as (source, target). With `data_dir` only the prepared copy there is used (no
+    download). The "validation" split falls back to "dev", and is left out if the set has neither (as is "test").
+    """
+    import tensorflow_datasets as tfds
+
+    def read(split):
+        pairs = tfds.load(name, split=split, as_supervised=True, data_dir=data_dir, download=data_dir is None,
+                          shuffle_files=False)
+        source, target = [], []
+        for source_text, target_text in tfds.as_numpy(pairs):
+            source.append(source_text.decode("utf-8"))
+            target.append(target_text.decode("utf-8"))
+        return source, target
+
+    try:
+        corpus = {"train": read("train")}
+    except Exception as error:  # tfds reports missing data and failed downloads with many exception types
+        where = f"in --tfds-dir {data_dir!r} (no download with a data dir)" if data_dir else "by downloading it"
+        message = str(error).strip().splitlines()[0] if str(error).strip() else "(no message)"
+        raise DataUnavailable(
+            f"Translation data: could not load tensorflow-datasets {name!r} {where}: {type(error).__name__}: "
+            f"{message}. " + _HOW_TO_PROVIDE
+        ) from error
+    for split, candidates in (("validation", ("validation", "dev")), ("test", ("test",))):
+        for candidate in candidates:
+            try:
+                corpus[split] = read(candidate)
+                break
+            except ValueError:  # tfds: unknown split
+                continue
+    return corpus
+
+
+def keep_fitting(source_ids, target_ids, max_length):
+    """Drops the pairs whose source or target (start and end tokens included) is longer than `max_length`;
+    returns `(source, target)` as `(n, max_length)` 0-padded int32 arrays and the number dropped."""
+    keep = [i for i, (s, t) in enumerate(zip(source_ids, target_ids)) if len(s) <= max_length and len(t) <= max_length]
+    source = np.zeros((len(keep), max_length), "int32")
+    target = np.zeros((len(keep), max_length), "int32")
+    for row, i in enumerate(keep):
+        source[row, : len(source_ids[i])] = source_ids[i]
+        target[row, : len(target_ids[i])] = target_ids[i]
+    return source, target, len(source_ids) - len(keep)
+
+
+def make_dataset(source, target, batch_size, shuffle=False, seed=0):
+    """A `tf.data` pipeline of `((source, target_in), target_out)` batches for teacher forcing.
+
+    `target` rows are `start, tokens..., end, 0...`; the model reads `target[:, :-1]` and learns to predict
+    `target[:, 1:]`. Each batch is cut to its longest row, so short sentences do not pay for the longest one
+    in the corpus.
+    """
+    import tensorflow as tf
+
+    def cut_to_longest(source, target):
+        source_length = tf.reduce_max(tf.reduce_sum(tf.cast(source > 0, "int32"), axis=1))
+        target_length = tf.reduce_max(tf.reduce_sum(tf.cast(target > 0, "int32"), axis=1))
+        source, target = source[:, :source_length], target[:, :target_length]
+        return (source, target[:, :-1]), target[:, 1:]
+
+    dataset = tf.data.Dataset.from_tensor_slices((source, target))
+    if shuffle:
+        dataset = dataset.shuffle(len(source), seed=seed, reshuffle_each_iteration=True)
+    return dataset.batch(batch_size).map(cut_to_longest, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,190 @@
+"""Train a small Transformer to translate (Multi30k English -> German by default) and score it with BLEU.
+
+The 2017 paper's own task, at laptop size. Subword vocabularies are learned on the training text with
+SentencePiece (`keras_tfm.text.SubwordTokenizer`, one vocabulary shared by both languages unless
+`--separate-vocab`); a `Seq2SeqTransformer` learns with teacher forcing, label smoothing and a warm-up + cosine
+learning rate; the test set is translated with greedy and beam search and scored with corpus BLEU the
+sacreBLEU way (detokenized output against the raw references).
+
+Data, one of:
+  * `--data-dir FOLDER` laid out like Multi30k (train.en.gz, val.en.gz, test_2016_flickr.en.gz and the .de
+    files; `--source-lang/--target-lang` pick the direction);
+  * `--train-src/--train-tgt` (+ `--valid-*`, `--test-*`): any line-aligned text files, plain or .gz;
+  * `--tfds NAME` (+ `--tfds-dir FOLDER` for a prepared copy): a tensorflow-datasets translation set.
+
+    python -m recipes.translate --data-dir multi30k      # Multi30k en->de, see the README for time and BLEU
+    python -m recipes.translate --data-dir multi30k --quick   # a tiny run: checks that everything runs
+
+Besides the files every recipe writes (see `keras_tfm.training`), a run leaves `translator/` (the model with
+its tokenizers: `keras_tfm.models.Translator.load(...)`), `translations.txt` (source, reference, greedy and
+beam output of every test sentence) and `alignment_{i}.png` (cross-attention of a few test sentences).
+"""
+
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+
+from keras_tfm import training, visualize  # noqa: E402
+from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
+from keras_tfm.data import translation  # noqa: E402
+from keras_tfm.models import SEQ2SEQ_PRESETS, Seq2SeqTransformer, Translator  # noqa: E402
+from keras_tfm.text import MODEL_TYPES, SubwordTokenizer, corpus_bleu  # noqa: E402
+
+
+def parse_args(argv):
+    parser = training.recipe_parser(__doc__.splitlines()[0], epochs=20, batch_size=128, learning_rate=1e-3)
+    data = parser.add_argument_group("data")
+    data.add_argument("--data-dir", default=None, help="a folder in the Multi30k layout")
+    data.add_argument("--source-lang", default="en", help="source language suffix of the files in --data-dir")
+    data.add_argument("--target-lang", default="de", help="target language suffix of the files in --data-dir")
+    for split in ("train", "valid", "test"):
+        for side in ("src", "tgt"):
+            data.add_argument(f"--{split}-{side}", default=None, help=f"{split} {side} file, one sentence per line")
+    data.add_argument("--tfds", default=None, help="a tensorflow-datasets translation set, e.g. ted_hrlr_translate/pt_to_en")
+    data.add_argument("--tfds-dir", default=None, help="a tensorflow-datasets folder already holding --tfds")
+    data.add_argument("--train-samples", type=training.positive_int, default=None, help="use only this many pairs")
+    data.add_argument("--test-samples", type=training.positive_int, default=None, help="translate only this many")
+    text = parser.add_argument_group("tokenizer")
+    text.add_argument("--vocab-size", type=training.positive_int, default=8000, help="subword vocabulary size")
+    text.add_argument("--tokenizer", choices=MODEL_TYPES, default="unigram", help="SentencePiece model type")
+    text.add_argument("--separate-vocab", action="store_true", help="one vocabulary per language instead of a shared one")
+    text.add_argument("--max-length", type=training.positive_int, default=64,
+                      help="longest sentence in tokens (longer training pairs are dropped)")
+    model = parser.add_argument_group("model")
+    model.add_argument("--preset", choices=sorted(SEQ2SEQ_PRESETS), default="small", help="model size")
+    model.add_argument("--dropout", type=training.fraction, default=0.1, help="dropout rate")
+    model.add_argument("--label-smoothing", type=training.fraction, default=0.1, help="label smoothing of the loss")
+    model.add_argument("--weight-decay", type=training.non_negative_float, default=1e-4, help="AdamW weight decay")
+    decode = parser.add_argument_group("decoding")
+    decode.add_argument("--num-beams", type=training.positive_int, default=4, help="beams for beam search")
+    decode.add_argument("--length-penalty", type=training.non_negative_float, default=1.0,
+                        help="beam scores are divided by length ** this")
+    args = parser.parse_args(argv)
+    has_files = args.train_src or args.train_tgt
+    if sum(bool(x) for x in (args.data_dir, has_files, args.tfds)) > 1:
+        parser.error("give only one of --data-dir, --train-src/--train-tgt and --tfds")
+    if bool(args.train_src) != bool(args.train_tgt):
+        parser.error("--train-src and --train-tgt go together")
+    if args.max_length < 4:
+        parser.error(f"argument --max-length: must be at least 4 (start, a token, end), got {args.max_length}")
+    if args.quick:  # a smoke test: tiny model, a few hundred pairs, 2 epochs
+        args.epochs, args.preset = min(args.epochs, 2), "tiny"
+        args.vocab_size = min(args.vocab_size, 600)
+        args.train_samples = min(args.train_samples or 1000, 1000)
+        args.test_samples = min(args.test_samples or 16, 16)
+        args.max_length, args.num_beams = min(args.max_length, 48), min(args.num_beams, 2)
+    return args
+
+
+def load_corpus(args):
+    """`{split: (source, target)}` from the flags; raises DataUnavailable with instructions when there is none."""
+    if args.tfds:
+        return translation.load_tfds(args.tfds, args.tfds_dir)
+    if args.data_dir:
+        return translation.load_files(translation.multi30k_files(args.data_dir, args.source_lang, args.target_lang))
+    if args.train_src:
+        pairs = {"train": (args.train_src, args.train_tgt)}
+        for split, flag in (("validation", "valid"), ("test", "test")):
+            source, target = getattr(args, f"{flag}_src"), getattr(args, f"{flag}_tgt")
+            if bool(source) != bool(target):
+                raise SystemExit(f"error: --{flag}-src and --{flag}-tgt go together")
+            pairs[split] = (source, target) if source else None
+        return translation.load_files(pairs)
+    raise training.DataUnavailable("Translation: no data given. " + translation._HOW_TO_PROVIDE)
+
+
+def main(argv=None, extra_callbacks=()):
+    args = parse_args(argv)
+    started = time.time()
+    strategy = training.setup(args)
+
+    # Data: raw sentence pairs; the validation split stands in for a missing test split and vice versa.
+    try:
+        corpus = load_corpus(args)
+    except training.DataUnavailable as error:
+        print(error, file=sys.stderr)
+        raise SystemExit(2) from None
+    corpus.setdefault("test", corpus.get("validation", corpus["train"]))
+    corpus.setdefault("validation", corpus["test"])
+    train_source, train_target = (side[: args.train_samples] for side in corpus["train"])
+    test_source, test_target = (side[: args.test_samples] for side in corpus["test"])
+    output_dir = training.output_directory("translate", args.output_dir)
+
+    # Subword vocabularies, learned on the training text only.
+    if args.separate_vocab:
+        source_tokenizer = SubwordTokenizer.train(train_source, args.vocab_size, args.tokenizer)
+        target_tokenizer = SubwordTokenizer.train(train_target, args.vocab_size, args.tokenizer)
+    else:
+        source_tokenizer = target_tokenizer = SubwordTokenizer.train(train_source + train_target, args.vocab_size,
+                                                                     args.tokenizer)
+
+    def to_ids(source, target):
+        return translation.keep_fitting(source_tokenizer.encode(source),
+                                        target_tokenizer.encode(target, add_start=True, add_end=True), args.max_length)
+
+    x_train, y_train, dropped = to_ids(train_source, train_target)
+    x_valid, y_valid, _ = to_ids(*corpus["validation"])
+    print(f"{len(x_train)} training pairs ({dropped} longer than {args.max_length} tokens dropped), "
+          f"{len(x_valid)} validation, {len(test_source)} test; vocabulary {source_tokenizer.vocab_size}"
+          + (f" / {target_tokenizer.vocab_size}" if args.separate_vocab else " (shared)"))
+
+    # Model: tied output embedding (the paper's §3.4), Adam(0.9, 0.98) with warm-up, label smoothing.
+    steps = args.epochs * training.steps_per_epoch(len(x_train), args.batch_size)
+    with training.strategy_scope(strategy):
+        model = Seq2SeqTransformer.from_preset(
+            args.preset, source_vocab_size=source_tokenizer.vocab_size, target_vocab_size=target_tokenizer.vocab_size,
+            max_length=args.max_length, dropout=args.dropout, tie_embeddings=True,
+        )
+        optimizer = keras.optimizers.AdamW(
+            training.warmup_cosine(args.learning_rate, steps, args.warmup_fraction), weight_decay=args.weight_decay,
+            beta_2=0.98, clipnorm=args.clipnorm or None,
+        )
+        model.compile_for_training(optimizer=optimizer, label_smoothing=args.label_smoothing, jit_compile=args.jit)
+
+    pieces = [target_tokenizer.id_to_piece(i) for i in range(target_tokenizer.vocab_size)]
+    source_pieces = [source_tokenizer.id_to_piece(i) for i in range(source_tokenizer.vocab_size)]
+    sample = (x_valid[:1, : int((x_valid[0] > 0).sum())], y_valid[:1, : int((y_valid[0] > 0).sum()) - 1])
+    pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), tokens=(source_pieces, pieces))]
+    callbacks = training.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
+    model.fit(translation.make_dataset(x_train, y_train, args.batch_size, shuffle=True, seed=args.seed),  # shuffled there
+              validation_data=translation.make_dataset(x_valid, y_valid, args.batch_size),
+              epochs=args.epochs, callbacks=callbacks, shuffle=False, verbose=2)
+
+    # Evaluate: translate the test set with greedy and beam search; BLEU against the raw references.
+    translator = Translator(model, source_tokenizer, target_tokenizer)
+    evaluating = time.time()
+    greedy = translator.generate(test_source, strategy="greedy")
+    greedy_seconds = time.time() - evaluating
+    beam = translator.generate(test_source, strategy="beam", num_beams=args.num_beams, length_penalty=args.length_penalty)
+    beam_seconds = time.time() - evaluating - greedy_seconds
+    bleu_greedy, signature = corpus_bleu(greedy, test_target)
+    bleu_beam, _ = corpus_bleu(beam, test_target)
+    metrics = {"bleu_greedy": bleu_greedy, "bleu_beam": bleu_beam, "test_sentences": len(test_source),
+               "translate_seconds_greedy": greedy_seconds, "translate_seconds_beam": beam_seconds}
+    print(f"\ntest BLEU ({len(test_source)} sentences): greedy {bleu_greedy:.2f}, beam ({args.num_beams}) "
+          f"{bleu_beam:.2f}   [sacreBLEU {signature}]")
+    with open(os.path.join(output_dir, "translations.txt"), "w", encoding="utf-8") as file:
+        for i, row in enumerate(zip(test_source, test_target, greedy, beam)):
+            file.write(f"[{i}]\nsource:    {row[0]}\nreference: {row[1]}\ngreedy:    {row[2]}\nbeam:      {row[3]}\n\n")
+    for i in range(3):
+        print(f"  {test_source[i]}\n    -> {beam[i]}\n       (reference: {test_target[i]})")
+
+    # Alignment pictures: which source pieces each generated piece looked at.
+    for i in range(min(3, len(test_source))):
+        source_labels, target_labels, weights = translator.alignment(test_source[i], beam[i])
+        figure = visualize.plot_alignment(source_labels, target_labels, weights,
+                                          title="cross-attention of the last decoder block (mean of heads)")
+        visualize.save_figure(figure, os.path.join(output_dir, f"alignment_{i}.png"))
+
+    translator.save(os.path.join(output_dir, "translator"))
+    summary = training.finish(model, output_dir, args, metrics, started, extra={"bleu_signature": signature})
+    print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")
+    return summary
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)

@@ -1,0 +1,65 @@
+import numpy as np
+import pytest
+
+from keras_tfm.models import Seq2SeqTransformer, Translator
+from keras_tfm.text import SubwordTokenizer
+
+SENTENCES = ["A dog runs on the beach.", "Two men are talking.", "A girl with a red ball.", "The cat sleeps."]
+
+
+@pytest.fixture(scope="module")
+def translator():
+    tokenizer = SubwordTokenizer.train(SENTENCES * 30, vocab_size=300)
+    model = Seq2SeqTransformer.from_preset("tiny", source_vocab_size=tokenizer.vocab_size,
+                                           target_vocab_size=tokenizer.vocab_size, max_length=16, dropout=0.0)
+    return Translator(model, tokenizer)
+
+
+def test_generate_maps_strings_to_strings_in_batches_of_one_shape(translator):
+    one_call = translator.generate(SENTENCES, batch_size=8)
+    assert len(one_call) == 4 and all(isinstance(text, str) for text in one_call)
+    # Three calls of 3 sentences (the last filled up with copies) give the same translations as one call.
+    assert translator.generate(SENTENCES, batch_size=3) == one_call
+    assert translator.generate(SENTENCES[2:3]) == one_call[2:3]
+    tokens = translator.model.generate(translator.encode_source(SENTENCES), max_length=16, start_id=2, end_id=3)
+    assert translator.target_tokenizer.decode(tokens) == one_call
+    assert translator.generate([]) == []
+
+
+def test_beam_with_one_beam_equals_greedy(translator):
+    assert translator.generate(SENTENCES, strategy="beam", num_beams=1) == translator.generate(SENTENCES)
+
+
+def test_source_is_padded_to_a_multiple_of_8_and_cut_at_max_length(translator):
+    assert translator.encode_source(["A dog."]).shape[1] == 8
+    assert translator.encode_source([" ".join(SENTENCES * 3)]).shape[1] == 16
+
+
+def test_alignment_has_one_row_per_target_piece(translator):
+    source_pieces, target_pieces, weights = translator.alignment(SENTENCES[0], SENTENCES[1])
+    assert target_pieces[0] == "<s>" and weights.shape == (len(target_pieces), len(source_pieces))
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_save_and_load_round_trip(translator, tmp_path):
+    translator.save(str(tmp_path / "translator"))
+    loaded = Translator.load(str(tmp_path / "translator"))
+    assert loaded.source_tokenizer == translator.source_tokenizer and loaded.target_tokenizer is loaded.source_tokenizer
+    assert loaded.generate(SENTENCES, strategy="beam", num_beams=2) == translator.generate(SENTENCES, strategy="beam",
+                                                                                             num_beams=2)
+    for a, b in zip(loaded.model.get_weights(), translator.model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_bad_arguments(translator, tmp_path):
+    with pytest.raises(TypeError, match="list of strings, not one string"):
+        translator.generate("A dog.")
+    with pytest.raises(TypeError, match="`model` must be a Seq2SeqTransformer"):
+        Translator("model", translator.source_tokenizer)
+    with pytest.raises(TypeError, match="`target_tokenizer` must be a SubwordTokenizer"):
+        Translator(translator.model, translator.source_tokenizer, "tokenizer")
+    small = Seq2SeqTransformer.from_preset("tiny", source_vocab_size=50, target_vocab_size=50, max_length=8)
+    with pytest.raises(ValueError, match=r"has \d+ tokens but the model's vocabulary has only 50"):
+        Translator(small, translator.source_tokenizer)
+    with pytest.raises(ValueError, match="has no translator.json"):
+        Translator.load(str(tmp_path))
