@@ -14,6 +14,14 @@ def positive_int(name, value, allow_none=False):
         raise ValueError(f"`{name}` must be {expected}. Received: {name}={value!r}")
 
 
+def positive_number(name, value, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+        expected = "a positive number" + (" or None" if allow_none else "")
+        raise ValueError(f"`{name}` must be {expected}. Received: {name}={value!r}")
+
+
 def rate(name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value < 1.0:
         raise ValueError(f"`{name}` must be a number in [0, 1). Received: {name}={value!r}")

@@ -49,6 +49,9 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel_initializer: initializer of the projection kernels.
         bias_initializer: initializer of the projection biases.
         seed: seed of the attention dropout.
+        scale: factor applied to the logits `QKᵀ`. None (default) is the paper's `1/√d_k`, which keeps the
+            logits' variance near 1 whatever the head size; `scale=1.0` switches the scaling off (an ablation:
+            `python -m recipes.experiments scaling`).
         **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -102,10 +105,12 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         seed=None,
+        scale=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         _checks.positive_int("num_heads", num_heads)
+        _checks.positive_number("scale", scale, allow_none=True)
         _checks.positive_int("key_dim", key_dim, allow_none=True)
         _checks.positive_int("value_dim", value_dim, allow_none=True)
         _checks.positive_int("output_dim", output_dim, allow_none=True)
@@ -119,6 +124,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
+        self.scale = scale
         self.supports_masking = True
         self.attention_dropout = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
         # Set by `keras_tfm.attention_maps` for one call: receives (layer, weights) from the explicit path.
@@ -255,7 +261,7 @@ class MultiHeadAttention(keras.layers.Layer):
         else:
             # Scaling the queries first (rather than the logits after Q·Kᵀ) keeps the float16 products in
             # range: they are then already the final logits.
-            scaled_query = query_heads * ops.cast(1.0 / math.sqrt(self.head_key_dim), query_heads.dtype)
+            scaled_query = query_heads * ops.cast(self.logit_scale, query_heads.dtype)
             attended = ops.dot_product_attention(
                 scaled_query,
                 key_heads,
@@ -268,6 +274,11 @@ class MultiHeadAttention(keras.layers.Layer):
 
         extras = ((scores,) if return_attention_scores else ()) + ((cache,) if cache is not None else ())
         return (output,) + extras if extras else output
+
+    @property
+    def logit_scale(self):
+        """The factor on `QKᵀ`: `scale`, or `1/√d_k` (the paper)."""
+        return 1.0 / math.sqrt(self.head_key_dim) if self.scale is None else float(self.scale)
 
     def compute_attention(self, query, key, value, mask=None, training=None):
         """The explicit scaled dot-product attention; subclasses may override it.
@@ -285,7 +296,7 @@ class MultiHeadAttention(keras.layers.Layer):
         # Logits and softmax in float32: under mixed_float16 the products can exceed float16's range, and the
         # blocked-key logit must be representable.
         logits = ops.einsum("bqhd,bkhd->bhqk", ops.cast(query, "float32"), ops.cast(key, "float32"))
-        logits = logits * (1.0 / math.sqrt(self.head_key_dim))  # (batch, heads, query_len, key_len)
+        logits = logits * self.logit_scale  # (batch, heads, query_len, key_len)
         if mask is not None:
             logits = ops.where(mask[:, None, :, :], logits, _BLOCKED_LOGIT)
         weights = ops.cast(ops.softmax(logits, axis=-1), value.dtype)  # rows sum to 1 over the keys
@@ -337,6 +348,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "seed": self.seed,
+                "scale": self.scale,
             }
         )
         return config

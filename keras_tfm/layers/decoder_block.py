@@ -38,6 +38,7 @@ class DecoderBlock(keras.layers.Layer):
         activation: activation of the feed-forward network.
         drop_path: stochastic-depth rate of the residual branches.
         key_dim: size of each head; defaults to `dim // num_heads`.
+        attention_scale: factor on the attention logits; None = `1/√key_dim` (see `MultiHeadAttention`).
         seed: seed of the dropouts.
         **kwargs: standard `keras.layers.Layer` arguments.
 
@@ -81,6 +82,7 @@ class DecoderBlock(keras.layers.Layer):
         activation="gelu",
         drop_path=0.0,
         key_dim=None,
+        attention_scale=None,
         seed=None,
         **kwargs,
     ):
@@ -99,6 +101,7 @@ class DecoderBlock(keras.layers.Layer):
         self.activation = keras.activations.get(activation)
         self.drop_path = drop_path
         self.key_dim = key_dim
+        self.attention_scale = attention_scale
         self.seed = seed
         self.supports_masking = True
         self.has_cross_attention = False
@@ -110,7 +113,8 @@ class DecoderBlock(keras.layers.Layer):
 
         def attention(name):
             return MultiHeadAttention(
-                num_heads, key_dim=key_dim, dropout=attention_dropout, seed=seed, dtype=policy, name=name
+                num_heads, key_dim=key_dim, scale=attention_scale, dropout=attention_dropout, seed=seed,
+                dtype=policy, name=name,
             )
 
         self.self_attention_norm = norm("self_attention_norm")
@@ -260,6 +264,7 @@ class DecoderBlock(keras.layers.Layer):
                 "activation": keras.activations.serialize(self.activation),
                 "drop_path": self.drop_path,
                 "key_dim": self.key_dim,
+                "attention_scale": self.attention_scale,
                 "seed": self.seed,
             }
         )

@@ -38,6 +38,7 @@ class EncoderBlock(keras.layers.Layer):
         activation: activation of the feed-forward network.
         drop_path: stochastic-depth rate of both residual branches.
         key_dim: size of each head; defaults to `dim // num_heads`.
+        attention_scale: factor on the attention logits; None = `1/√key_dim` (see `MultiHeadAttention`).
         seed: seed of the dropouts.
         **kwargs: standard `keras.layers.Layer` arguments.
 
@@ -73,6 +74,7 @@ class EncoderBlock(keras.layers.Layer):
         activation="gelu",
         drop_path=0.0,
         key_dim=None,
+        attention_scale=None,
         seed=None,
         **kwargs,
     ):
@@ -91,6 +93,7 @@ class EncoderBlock(keras.layers.Layer):
         self.activation = keras.activations.get(activation)
         self.drop_path = drop_path
         self.key_dim = key_dim
+        self.attention_scale = attention_scale
         self.seed = seed
         self.supports_masking = True
 
@@ -99,7 +102,8 @@ class EncoderBlock(keras.layers.Layer):
             epsilon=layer_norm_epsilon, dtype=policy, name="attention_norm"
         )
         self.attention = MultiHeadAttention(
-            num_heads, key_dim=key_dim, dropout=attention_dropout, seed=seed, dtype=policy, name="attention"
+            num_heads, key_dim=key_dim, scale=attention_scale, dropout=attention_dropout, seed=seed, dtype=policy,
+            name="attention",
         )
         self.attention_output_dropout = keras.layers.Dropout(dropout, seed=seed, dtype=policy)
         self.feed_forward_norm = keras.layers.LayerNormalization(
@@ -157,6 +161,7 @@ class EncoderBlock(keras.layers.Layer):
                 "activation": keras.activations.serialize(self.activation),
                 "drop_path": self.drop_path,
                 "key_dim": self.key_dim,
+                "attention_scale": self.attention_scale,
                 "seed": self.seed,
             }
         )

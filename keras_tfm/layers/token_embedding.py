@@ -9,6 +9,7 @@ from keras_tfm.layers import _checks
 from keras_tfm.layers.position_encoding import sinusoidal_encoding_at
 
 POSITIONS = ("sinusoidal", "learned", None)
+COMBINES = ("add", "concat")
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -20,6 +21,10 @@ class TokenEmbedding(keras.layers.Layer):
     uses a trainable table of `max_length` positions instead (BERT, GPT), and `None` adds nothing (a bag of
     tokens; see the experiments recipe for why that fails on order-dependent tasks).
 
+    `combine="concat"` concatenates instead of adding: the first `dim - dim // 2` channels hold the (scaled)
+    token vector, the last `dim // 2` the positional encoding, so the two never share a channel (the same
+    width, a token table half as wide).
+
     Id 0 is padding: with `mask_zero=True` the layer emits a Keras padding mask (True at real tokens), which
     every keras_tfm attention layer downstream uses to ignore padded keys.
 
@@ -29,8 +34,9 @@ class TokenEmbedding(keras.layers.Layer):
         max_length: longest sequence allowed. Required with `position="learned"` (it is the size of the
             table); optional otherwise, where it only guards against sequences longer than expected.
         position: `"sinusoidal"`, `"learned"` or `None`.
+        combine: `"add"` (the paper) or `"concat"`: how token vectors and positions are combined.
         mask_zero: whether id 0 is padding and produces a mask.
-        scale: whether to multiply the token vectors by √dim.
+        scale: whether to multiply the token vectors by the square root of their width (√dim when adding).
         dropout: dropout rate applied to the sum.
         embeddings_initializer: initializer of the token table.
         seed: seed of the dropout.
@@ -42,7 +48,7 @@ class TokenEmbedding(keras.layers.Layer):
             decoding: the token generated at step `t` is embedded with `start_position=t`.
         reverse: if True, `inputs` are vectors `(batch, length, dim)` and the layer returns logits
             `x @ embeddingsᵀ` of shape `(batch, length, vocab_size)`: an output projection that shares the
-            token table (weight tying).
+            token table (weight tying). With `combine="concat"` only the token channels of `x` are used.
         training: whether dropout is active.
 
     Returns:
@@ -63,6 +69,7 @@ class TokenEmbedding(keras.layers.Layer):
         dim,
         max_length=None,
         position="sinusoidal",
+        combine="add",
         mask_zero=True,
         scale=True,
         dropout=0.0,
@@ -75,9 +82,17 @@ class TokenEmbedding(keras.layers.Layer):
         _checks.positive_int("dim", dim)
         _checks.positive_int("max_length", max_length, allow_none=True)
         _checks.one_of("position", position, POSITIONS)
+        _checks.one_of("combine", combine, COMBINES)
         _checks.rate("dropout", dropout)
-        if position == "sinusoidal" and dim % 2:
-            raise ValueError(f"`dim` must be even for sinusoidal positions. Received: dim={dim}")
+        concat = combine == "concat" and position is not None
+        # Widths: positions get all `dim` channels when added, the last `dim // 2` when concatenated.
+        self.position_dim = dim // 2 if concat else dim
+        self.token_dim = dim - self.position_dim if concat else dim
+        if position == "sinusoidal" and self.position_dim % 2:
+            raise ValueError(
+                f"The sinusoidal encoding needs an even width: dim={dim} gives {self.position_dim} position "
+                f"channels with combine={combine!r}. Use a dim divisible by {4 if concat else 2}."
+            )
         if position == "learned" and max_length is None:
             raise ValueError(
                 "`max_length` is required with position='learned' (it is the size of the position table). "
@@ -87,6 +102,7 @@ class TokenEmbedding(keras.layers.Layer):
         self.dim = dim
         self.max_length = max_length
         self.position = position
+        self.combine = combine
         self.mask_zero = mask_zero
         self.scale = scale
         self.dropout = dropout
@@ -95,7 +111,7 @@ class TokenEmbedding(keras.layers.Layer):
         self.supports_masking = True
         self.token_embedding = keras.layers.Embedding(
             vocab_size,
-            dim,
+            self.token_dim,
             embeddings_initializer=self.embeddings_initializer,
             dtype=self.dtype_policy,
             name="token_embedding",
@@ -108,14 +124,14 @@ class TokenEmbedding(keras.layers.Layer):
         if self.position == "learned":
             self.position_embeddings = self.add_weight(
                 name="position_embeddings",
-                shape=(self.max_length, self.dim),
+                shape=(self.max_length, self.position_dim),
                 initializer=keras.initializers.TruncatedNormal(stddev=0.02),
             )
         self.built = True
 
     @property
     def embeddings(self):
-        """The `(vocab_size, dim)` token table (e.g. for tying the output projection to it)."""
+        """The `(vocab_size, token_dim)` token table (e.g. for tying the output projection to it)."""
         return self.token_embedding.embeddings
 
     def call(self, inputs, start_position=0, reverse=False, training=None):
@@ -123,7 +139,8 @@ class TokenEmbedding(keras.layers.Layer):
             # Output projection tied to the token table (Press & Wolf, 2017; the paper shares it too):
             # logits = x Eᵀ, (batch, length, dim) -> (batch, length, vocab_size).
             _checks.rank("inputs", inputs.shape, 3, "(batch, length, dim) with reverse=True")
-            return ops.matmul(inputs, ops.transpose(ops.cast(self.embeddings, inputs.dtype)))
+            tokens = inputs[..., : self.token_dim]  # all channels, unless positions were concatenated
+            return ops.matmul(tokens, ops.transpose(ops.cast(self.embeddings, inputs.dtype)))
         _checks.rank("inputs", inputs.shape, 2, "(batch, length) of token ids")
         self._check_ids(inputs)
         length = _checks.static(inputs.shape[1])
@@ -133,16 +150,20 @@ class TokenEmbedding(keras.layers.Layer):
                     f"The sequence is longer than `max_length` ({self.max_length}): received length {length} "
                     f"starting at position {start_position}. Truncate the input or build with a larger max_length."
                 )
-        x = self.token_embedding(inputs)  # (batch, length, dim)
+        x = self.token_embedding(inputs)  # (batch, length, token_dim)
         if self.scale:
-            x = x * ops.cast(math.sqrt(self.dim), x.dtype)
+            x = x * ops.cast(math.sqrt(self.token_dim), x.dtype)
         if self.position is not None:
             positions = ops.arange(ops.shape(inputs)[1], dtype="int32") + ops.cast(start_position, "int32")
             if self.position == "sinusoidal":
-                encoding = sinusoidal_encoding_at(positions, self.dim, dtype=x.dtype)  # (length, dim)
+                encoding = sinusoidal_encoding_at(positions, self.position_dim, dtype=x.dtype)  # (length, width)
             else:
                 encoding = ops.cast(ops.take(self.position_embeddings, positions, axis=0), x.dtype)
-            x = x + encoding[None, :, :]
+            if self.token_dim == self.dim:
+                x = x + encoding[None, :, :]
+            else:  # concatenate: (batch, length, token_dim) ++ (batch, length, position_dim)
+                encoding = ops.broadcast_to(encoding[None, :, :], (ops.shape(x)[0], ops.shape(x)[1], self.position_dim))
+                x = ops.concatenate([x, encoding], axis=-1)
         return self.dropout_layer(x, training=training)
 
     def _check_ids(self, ids):
@@ -174,6 +195,7 @@ class TokenEmbedding(keras.layers.Layer):
                 "dim": self.dim,
                 "max_length": self.max_length,
                 "position": self.position,
+                "combine": self.combine,
                 "mask_zero": self.mask_zero,
                 "scale": self.scale,
                 "dropout": self.dropout,

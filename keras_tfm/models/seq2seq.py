@@ -41,7 +41,9 @@ class Seq2SeqTransformer(keras.Model):
         max_length: longest source or target sequence (and the most tokens `generate` can produce).
         norm_first: pre-norm (default) or the paper's post-norm.
         tie_embeddings: share the target token table with the output projection (as in the paper).
-        position: `"sinusoidal"` (the paper) or `"learned"` positions.
+        position: `"sinusoidal"` (the paper), `"learned"` or `None` (no positions: a bag of tokens).
+        position_combine: `"add"` (the paper) or `"concat"` (see `TokenEmbedding`).
+        attention_scale: factor on every attention's logits; None = the paper's `1/√d_k`.
         dropout: dropout rate (embeddings, blocks).
         attention_dropout: dropout on attention weights.
         activation: feed-forward activation (`"relu"` in the paper, `"gelu"` default here).
@@ -73,6 +75,8 @@ class Seq2SeqTransformer(keras.Model):
         norm_first=True,
         tie_embeddings=False,
         position="sinusoidal",
+        position_combine="add",
+        attention_scale=None,
         dropout=0.1,
         attention_dropout=0.0,
         activation="gelu",
@@ -89,8 +93,9 @@ class Seq2SeqTransformer(keras.Model):
             norm_first=norm_first,
             layer_norm_epsilon=layer_norm_epsilon,
             activation=activation,
+            attention_scale=attention_scale,
         )
-        embedding_args = dict(max_length=max_length, position=position, dropout=dropout)
+        embedding_args = dict(max_length=max_length, position=position, combine=position_combine, dropout=dropout)
 
         source = keras.Input((None,), dtype="int32", name="source_ids")
         target = keras.Input((None,), dtype="int32", name="target_ids")
@@ -125,6 +130,8 @@ class Seq2SeqTransformer(keras.Model):
         self.norm_first = norm_first
         self.tie_embeddings = tie_embeddings
         self.position = position
+        self.position_combine = position_combine
+        self.attention_scale = attention_scale
         self.dropout = dropout
         self.attention_dropout = attention_dropout
         self.activation = activation
@@ -415,6 +422,8 @@ class Seq2SeqTransformer(keras.Model):
             "norm_first": self.norm_first,
             "tie_embeddings": self.tie_embeddings,
             "position": self.position,
+            "position_combine": self.position_combine,
+            "attention_scale": self.attention_scale,
             "dropout": self.dropout,
             "attention_dropout": self.attention_dropout,
             "activation": self.activation,

@@ -31,6 +31,20 @@ def test_learned_positions_add_their_table_row():
     np.testing.assert_allclose(out, expected, atol=1e-6)
 
 
+@pytest.mark.parametrize("position", ["sinusoidal", "learned"])
+def test_concatenated_positions_get_their_own_channels(position):
+    embed = TokenEmbedding(20, 8, max_length=6, position=position, combine="concat")
+    ids = padded_ids([5, 3], 5)
+    out = to_numpy(embed(ids))
+    assert out.shape == (2, 5, 8) and tuple(embed.embeddings.shape) == (20, 4)
+    np.testing.assert_allclose(out[..., :4], to_numpy(embed.embeddings)[ids] * 2.0, atol=1e-5)  # x √4
+    table = to_numpy(sinusoidal_position_encoding(5, 4) if position == "sinusoidal" else embed.position_embeddings[:5])
+    np.testing.assert_allclose(out[..., 4:], np.broadcast_to(table, (2, 5, 4)), atol=1e-6)
+    # Tied logits read the token channels only.
+    logits = to_numpy(embed(keras.ops.convert_to_tensor(out.astype("float32")), reverse=True))
+    np.testing.assert_allclose(logits, out[..., :4] @ to_numpy(embed.embeddings).T, atol=1e-4)
+
+
 def test_padding_mask_marks_real_tokens():
     embed = TokenEmbedding(20, 8)
     ids = np.array([[3, 4, 0, 0], [1, 2, 3, 4]])
@@ -58,7 +72,9 @@ def test_start_position_embeds_a_suffix_like_the_full_sequence(position):
     "kwargs,message",
     [
         (dict(vocab_size=0, dim=8), r"`vocab_size` must be a positive integer.*vocab_size=0"),
-        (dict(vocab_size=10, dim=7), r"`dim` must be even.*dim=7"),
+        (dict(vocab_size=10, dim=7), r"sinusoidal encoding needs an even width: dim=7"),
+        (dict(vocab_size=10, dim=6, combine="concat"), r"dim=6 gives 3 position channels.*divisible by 4"),
+        (dict(vocab_size=10, dim=8, combine="sum"), r"`combine` must be one of.*combine='sum'"),
         (dict(vocab_size=10, dim=8, position="learned"), r"`max_length` is required.*max_length=None"),
         (dict(vocab_size=10, dim=8, position="rotary"), r"`position` must be one of.*position='rotary'"),
         (dict(vocab_size=10, dim=8, dropout=-0.1), r"`dropout` must be a number in \[0, 1\)"),

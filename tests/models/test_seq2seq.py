@@ -169,3 +169,15 @@ def test_tied_model_keras_file_round_trip(tmp_path):
     assert loaded.get_config() == model.get_config()
     np.testing.assert_array_equal(to_numpy(loaded((source, target[:, :-1]))), to_numpy(model((source, target[:, :-1]))))
     np.testing.assert_array_equal(loaded.generate(source, max_length=6), model.generate(source, max_length=6))
+
+
+def test_ablation_options_reach_every_layer_and_keep_the_cache_exact():
+    # The switches of `recipes.experiments`: concatenated positions (with tied logits) and unscaled attention.
+    model = small_model(tie_embeddings=True, position_combine="concat", attention_scale=1.0)
+    attentions = [layer for layer in model._flatten_layers() if type(layer).__name__ == "MultiHeadAttention"]
+    assert len(attentions) == 6 and all(layer.logit_scale == 1.0 for layer in attentions)
+    assert model.get_layer("target_embedding").combine == "concat"
+    source, _ = reverse_digits(4, seed=11)
+    cached = model.generate(source, max_length=6)
+    np.testing.assert_array_equal(cached, model.generate(source, max_length=6, use_cache=False))
+    assert Seq2SeqTransformer.from_config(model.get_config()).get_config() == model.get_config()
