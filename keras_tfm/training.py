@@ -67,7 +67,9 @@ def recipe_parser(description, epochs, batch_size, learning_rate):
     parser.add_argument("--output-dir", default=None,
                         help="where to write the run (default runs/<recipe>/<timestamp>); an existing run resumes")
     parser.add_argument("--quick", action="store_true", help="a tiny run that finishes in well under a minute on CPU")
-    parser.add_argument("--mixed-precision", action="store_true", help="train with the mixed_float16 policy (GPU)")
+    parser.add_argument("--mixed-precision", nargs="?", const="float16", choices=("float16", "bfloat16"), default=None,
+                        help="compute in float16 (GPU; the flag alone) or bfloat16 (recent GPUs, TPUs, CPUs with "
+                             "AVX512-BF16), keeping float32 weights")
     parser.add_argument("--jit", action="store_true", help="compile training steps with XLA (jit_compile=True)")
     parser.add_argument("--distribute", choices=DISTRIBUTE, default="none",
                         help="tf.distribute strategy: mirrored = all local GPUs, multiworker = read TF_CONFIG")
@@ -118,7 +120,7 @@ def strategy_scope(strategy):
 def setup(args):
     """Applies the shared flags: seed and dtype policy. Returns the distribution strategy (or None)."""
     keras.utils.set_random_seed(args.seed)
-    keras.config.set_dtype_policy("mixed_float16" if args.mixed_precision else "float32")
+    keras.config.set_dtype_policy(f"mixed_{args.mixed_precision}" if args.mixed_precision else "float32")
     return distribution_strategy(args.distribute)
 
 

@@ -61,8 +61,10 @@ def test_loaders_read_aligned_files_and_the_multi30k_layout(corpus_files):
 def test_keep_fitting_and_batches_cut_to_the_longest_row():
     source, target, dropped = translation.keep_fitting([[5, 6], [5] * 9, [7]], [[2, 8, 3], [2, 3], [2, 9, 9, 3]], 5)
     assert dropped == 1 and source.shape == (2, 5) and target.tolist() == [[2, 8, 3, 0, 0], [2, 9, 9, 3, 0]]
-    (x, y_in), y_out = next(iter(translation.make_dataset(source, target, batch_size=2)))
+    (x, y_in), y_out = next(iter(translation.make_dataset(source, target, batch_size=2, multiple=1)))
     assert x.shape == (2, 2) and y_in.shape == (2, 3) and y_out.numpy().tolist() == [[8, 3, 0], [9, 9, 3]]
+    (x, y_in), y_out = next(iter(translation.make_dataset(source, target, batch_size=2, multiple=2)))
+    assert x.shape == (2, 2) and y_in.shape == (2, 4) and y_out.numpy().tolist() == [[8, 3, 0, 0], [9, 9, 3, 0]]
 
 
 @pytest.mark.tensorflow_only
