@@ -102,14 +102,13 @@ def main(argv=None, extra_callbacks=()):
     started = time.time()
     strategy = training.setup(args)
 
-    # Data: raw sentence pairs; the validation split stands in for a missing test split and vice versa.
+    # Data: raw sentence pairs. The validation split stands in for a missing test split and vice versa; with
+    # neither, the last training pairs are held out.
     try:
-        corpus = load_corpus(args)
+        corpus = translation.fill_missing_splits(load_corpus(args))
     except training.DataUnavailable as error:
         print(error, file=sys.stderr)
         raise SystemExit(2) from None
-    corpus.setdefault("test", corpus.get("validation", corpus["train"]))
-    corpus.setdefault("validation", corpus["test"])
     train_source, train_target = (side[: args.train_samples] for side in corpus["train"])
     test_source, test_target = (side[: args.test_samples] for side in corpus["test"])
     output_dir = training.output_directory("translate", args.output_dir)

@@ -114,6 +114,20 @@ def load_tfds(name, data_dir=None):
     return corpus
 
 
+def fill_missing_splits(corpus, held_out=1000):
+    """Makes sure the corpus has "validation" and "test" splits: a missing one is the other, and when both are
+    missing the last `held_out` training pairs (at most a tenth) become both, and leave the training split."""
+    corpus = dict(corpus)
+    if "validation" not in corpus and "test" not in corpus:
+        source, target = corpus["train"]
+        count = max(1, min(held_out, len(source) // 10))
+        corpus["train"] = (source[:-count], target[:-count])
+        corpus["validation"] = corpus["test"] = (source[-count:], target[-count:])
+    corpus.setdefault("test", corpus.get("validation"))
+    corpus.setdefault("validation", corpus["test"])
+    return corpus
+
+
 def keep_fitting(source_ids, target_ids, max_length):
     """Drops the pairs whose source or target (start and end tokens included) is longer than `max_length`;
     returns `(source, target)` as `(n, max_length)` 0-padded int32 arrays and the number dropped."""

@@ -58,6 +58,14 @@ def test_loaders_read_aligned_files_and_the_multi30k_layout(corpus_files):
         translation.load_pair(paths["train"][0], short)
 
 
+def test_missing_splits_are_filled_without_testing_on_training_pairs():
+    pairs = ([f"s{i}" for i in range(50)], [f"t{i}" for i in range(50)])
+    corpus = translation.fill_missing_splits({"train": pairs})
+    assert len(corpus["train"][0]) == 45 and corpus["test"] == corpus["validation"] == (pairs[0][45:], pairs[1][45:])
+    corpus = translation.fill_missing_splits({"train": pairs, "test": (["a"], ["b"])})
+    assert corpus["validation"] == (["a"], ["b"]) and corpus["train"] == pairs
+
+
 def test_keep_fitting_and_batches_cut_to_the_longest_row():
     source, target, dropped = translation.keep_fitting([[5, 6], [5] * 9, [7]], [[2, 8, 3], [2, 3], [2, 9, 9, 3]], 5)
     assert dropped == 1 and source.shape == (2, 5) and target.tolist() == [[2, 8, 3, 0, 0], [2, 9, 9, 3, 0]]
@@ -94,6 +102,18 @@ def test_quick_run_writes_every_promised_file(corpus_files, tmp_path):
     test_source = translation.read_lines(str(folder / "test_2016_flickr.en"))[:3]
     greedy_lines = [line.removeprefix("greedy:    ") for line in translations.splitlines() if line.startswith("greedy:")]
     assert Translator.load(str(tmp_path / "translator")).generate(test_source) == greedy_lines[:3]
+
+
+def test_file_flags_load_the_splits_they_name(corpus_files):
+    _, paths = corpus_files
+    args = translate.parse_args(["--train-src", paths["train"][0], "--train-tgt", paths["train"][1],
+                                 "--test-src", paths["test"][0], "--test-tgt", paths["test"][1]])
+    corpus = translate.load_corpus(args)
+    assert sorted(corpus) == ["test", "train"] and len(corpus["test"][0]) == 20
+    args = translate.parse_args(["--train-src", paths["train"][0], "--train-tgt", paths["train"][1],
+                                 "--valid-src", paths["validation"][0]])
+    with pytest.raises(SystemExit, match="--valid-src and --valid-tgt go together"):
+        translate.load_corpus(args)
 
 
 def test_missing_data_gives_the_offline_message(tmp_path, capsys):
