@@ -97,6 +97,22 @@ def load_corpus(args):
     raise training.DataUnavailable("Translation: no data given. " + translation._HOW_TO_PROVIDE)
 
 
+def tokenizers(args, train_source, train_target, output_dir):
+    """The run's (source, target) tokenizers: read from `output_dir/tokenizers` when resuming, else learned."""
+    paths = [os.path.join(output_dir, "tokenizers", f"{side}.model") for side in ("source", "target")]
+    if all(os.path.exists(path) for path in paths):
+        return tuple(SubwordTokenizer.load(path) for path in paths)
+    if args.separate_vocab:
+        pair = (SubwordTokenizer.train(train_source, args.vocab_size, args.tokenizer),
+                SubwordTokenizer.train(train_target, args.vocab_size, args.tokenizer))
+    else:
+        shared = SubwordTokenizer.train(train_source + train_target, args.vocab_size, args.tokenizer)
+        pair = (shared, shared)
+    for tokenizer, path in zip(pair, paths):
+        tokenizer.save(path)
+    return pair
+
+
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
     started = time.time()
@@ -113,13 +129,9 @@ def main(argv=None, extra_callbacks=()):
     test_source, test_target = (side[: args.test_samples] for side in corpus["test"])
     output_dir = training.output_directory("translate", args.output_dir)
 
-    # Subword vocabularies, learned on the training text only.
-    if args.separate_vocab:
-        source_tokenizer = SubwordTokenizer.train(train_source, args.vocab_size, args.tokenizer)
-        target_tokenizer = SubwordTokenizer.train(train_target, args.vocab_size, args.tokenizer)
-    else:
-        source_tokenizer = target_tokenizer = SubwordTokenizer.train(train_source + train_target, args.vocab_size,
-                                                                     args.tokenizer)
+    # Subword vocabularies, learned on the training text only, and kept in the output folder so that a resumed
+    # run reads its token ids exactly as before.
+    source_tokenizer, target_tokenizer = tokenizers(args, train_source, train_target, output_dir)
 
     def to_ids(source, target):
         return translation.keep_fitting(source_tokenizer.encode(source),
