@@ -143,7 +143,8 @@ def main(argv=None, extra_callbacks=()):
           f"{len(x_valid)} validation, {len(test_source)} test; vocabulary {source_tokenizer.vocab_size}"
           + (f" / {target_tokenizer.vocab_size}" if args.separate_vocab else " (shared)"))
 
-    # Model: tied output embedding (the paper's §3.4), Adam(0.9, 0.98) with warm-up, label smoothing.
+    # Model: tied output embedding (the paper's §3.4); AdamW with the paper's betas (0.9, 0.98), warm-up then
+    # cosine decay; label smoothing 0.1 (§5.4).
     steps = args.epochs * training.steps_per_epoch(len(x_train), args.batch_size)
     with training.strategy_scope(strategy):
         model = Seq2SeqTransformer.from_preset(
@@ -181,7 +182,7 @@ def main(argv=None, extra_callbacks=()):
     with open(os.path.join(output_dir, "translations.txt"), "w", encoding="utf-8") as file:
         for i, row in enumerate(zip(test_source, test_target, greedy, beam)):
             file.write(f"[{i}]\nsource:    {row[0]}\nreference: {row[1]}\ngreedy:    {row[2]}\nbeam:      {row[3]}\n\n")
-    for i in range(3):
+    for i in range(min(3, len(test_source))):
         print(f"  {test_source[i]}\n    -> {beam[i]}\n       (reference: {test_target[i]})")
 
     # Alignment pictures: which source pieces each generated piece looked at.
