@@ -1,5 +1,9 @@
 """Shared test helpers (backend-agnostic: NumPy and keras.ops only)."""
 
+import csv
+import os
+
+import keras
 import numpy as np
 from keras import ops
 
@@ -41,3 +45,23 @@ def small_reverser(**kwargs):
 
     args = dict(source_vocab_size=VOCAB, target_vocab_size=VOCAB, max_length=MAX_DIGITS + 2, dropout=0.0)
     return Seq2SeqTransformer.from_preset("tiny", **{**args, **kwargs})
+
+
+# Recipe runs: interrupting one after its first epoch, and reading the epochs its history.csv logged.
+
+
+class Interrupt(Exception):
+    pass
+
+
+class InterruptAfterFirstEpoch(keras.callbacks.Callback):
+    """Behaves like a process killed right after epoch 1 has been backed up and logged."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == 0:
+            raise Interrupt()
+
+
+def epochs_in(output_dir):
+    with open(os.path.join(output_dir, "history.csv")) as file:
+        return [int(row["epoch"]) for row in csv.DictReader(file)]

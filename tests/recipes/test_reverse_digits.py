@@ -1,21 +1,15 @@
-import csv
 import json
 import os
 import subprocess
 import sys
 
-import keras
 import pytest
 
 from keras_tfm.data import digits
 from recipes import reverse_digits
+from tests.helpers import Interrupt, InterruptAfterFirstEpoch, epochs_in
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def epochs_in(output_dir):
-    with open(os.path.join(output_dir, "history.csv")) as file:
-        return [int(row["epoch"]) for row in csv.DictReader(file)]
 
 
 def test_digit_tasks():
@@ -41,18 +35,6 @@ def test_quick_run_writes_every_promised_file(tmp_path):
     assert saved["metrics"] == summary["metrics"] and 0.0 <= saved["metrics"]["exact_match_greedy"] <= 1.0
     assert saved["flags"]["quick"] is True and saved["wall_time_seconds"] > 0
     assert epochs_in(tmp_path) == [0, 1]
-
-
-class Interrupt(Exception):
-    pass
-
-
-class InterruptAfterFirstEpoch(keras.callbacks.Callback):
-    """Behaves like a process killed right after epoch 1 has been backed up and logged."""
-
-    def on_epoch_end(self, epoch, logs=None):
-        if epoch == 0:
-            raise Interrupt()
 
 
 @pytest.mark.slow

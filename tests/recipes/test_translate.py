@@ -1,15 +1,14 @@
-import csv
 import gzip
 import json
 import os
 
-import keras
 import numpy as np
 import pytest
 
 from keras_tfm.data import translation
 from keras_tfm.models import Translator
 from recipes import translate
+from tests.helpers import Interrupt, InterruptAfterFirstEpoch, epochs_in
 
 # A made-up language pair: every English word has one "German" word, and adjectives follow their noun.
 WORDS = {"a": "ein", "the": "der", "big": "gross", "small": "klein", "red": "rot", "dog": "Hund", "cat": "Katze",
@@ -27,11 +26,6 @@ def make_corpus(samples, seed):
         source.append(" ".join(english).capitalize() + ".")
         target.append(" ".join(german).capitalize() + ".")
     return source, target
-
-
-def read_epochs(output_dir):
-    with open(os.path.join(output_dir, "history.csv")) as file:
-        return [int(row["epoch"]) for row in csv.DictReader(file)]
 
 
 def write(path, lines):
@@ -92,16 +86,6 @@ def test_tfds_translation_sets_load_with_mock_data():
     assert all(isinstance(text, str) for text in corpus["train"][0] + corpus["train"][1])
 
 
-class Interrupt(Exception):
-    pass
-
-
-class InterruptAfterFirstEpoch(keras.callbacks.Callback):
-    def on_epoch_end(self, epoch, logs=None):
-        if epoch == 0:
-            raise Interrupt()
-
-
 @pytest.mark.slow
 def test_quick_run_resumes_and_writes_every_promised_file(corpus_files, tmp_path):
     folder, _ = corpus_files
@@ -110,7 +94,7 @@ def test_quick_run_resumes_and_writes_every_promised_file(corpus_files, tmp_path
         translate.main(flags, extra_callbacks=[InterruptAfterFirstEpoch()])
     vocabulary = (tmp_path / "tokenizers" / "source.model").read_bytes()
     summary = translate.main(flags)  # ... and started again: epoch 2 only, with the same vocabulary
-    assert read_epochs(tmp_path) == [0, 1]
+    assert epochs_in(tmp_path) == [0, 1]
     assert (tmp_path / "tokenizers" / "source.model").read_bytes() == vocabulary
     assert (tmp_path / "translator" / "target.model").read_bytes() == vocabulary  # shared
     for name in ("model.keras", "checkpoint.keras", "history.csv", "curves.png", "summary.json", "translations.txt",
