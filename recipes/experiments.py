@@ -33,6 +33,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from keras_tfm import training  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
@@ -197,6 +198,7 @@ def plot(name, rows, path):
         for row in (r for r in rows if r["task"] == task):
             ax.plot(np.arange(1, len(row["curve"]) + 1), row["curve"], marker="o", label=row["variant"])
         ax.set(title=f"{name}: {task}", xlabel="epoch", ylabel="validation accuracy", ylim=(0, 1.02))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
