@@ -93,21 +93,24 @@ class Translator:
     def alignment(self, source_text, target_text):
         """Cross-attention of the last decoder block for one sentence pair, averaged over heads.
 
+        The decoder reads the start token and `target_text`; row `i` is where it looked while producing target
+        piece `i` (the last row produces the end token).
+
         Returns:
-            `(source_pieces, target_pieces, weights)`: the subword pieces as strings (the target starts with
-            "<s>", the decoder's first input) and `(target_len, source_len)` weights; draw it with
-            `keras_tfm.visualize.plot_alignment`.
+            `(source_pieces, target_pieces, weights)`: the subword pieces as strings (the target's end with
+            "</s>") and `(target_len, source_len)` weights; draw it with `keras_tfm.visualize.plot_alignment`.
         """
         from keras_tfm.attention_probe import attention_maps
 
         source = self.source_tokenizer.encode_padded([source_text], self.model.max_length)
-        target = self.target_tokenizer.encode_padded([target_text], self.model.max_length, add_start=True)
+        target = self.target_tokenizer.encode_padded([target_text], self.model.max_length + 1, add_start=True,
+                                                     add_end=True)
         source_length, target_length = int((source > 0).sum()), int((target > 0).sum())
-        maps = attention_maps(self.model, (source[:, :source_length], target[:, :target_length]))
+        maps = attention_maps(self.model, (source[:, :source_length], target[:, : target_length - 1]))
         cross = maps[f"decoder_block_{self.model.decoder_depth - 1}/cross_attention"]  # (1, heads, tgt, src)
         weights = np.asarray(cross)[0].mean(axis=0)
         source_pieces = [self.source_tokenizer.id_to_piece(t) for t in source[0, :source_length]]
-        target_pieces = ["<s>"] + [self.target_tokenizer.id_to_piece(t) for t in target[0, 1:target_length]]
+        target_pieces = [self.target_tokenizer.id_to_piece(t) for t in target[0, 1:target_length]]
         return source_pieces, target_pieces, weights
 
     def save(self, directory):

@@ -32,8 +32,9 @@ def test_source_is_padded_to_a_multiple_of_8_and_cut_at_max_length(translator):
 
 
 def test_alignment_has_one_row_per_target_piece(translator):
-    source_pieces, target_pieces, weights = translator.alignment(SENTENCES[0], SENTENCES[1])
-    assert target_pieces[0] == "<s>" and weights.shape == (len(target_pieces), len(source_pieces))
+    source_pieces, target_pieces, weights = translator.alignment(SENTENCES[0], SENTENCES[3])
+    assert target_pieces[-1] == "</s>" and weights.shape == (len(target_pieces), len(source_pieces))
+    assert "".join(target_pieces[:-1]).replace("▁", " ").strip() == SENTENCES[3]
     np.testing.assert_allclose(weights.sum(axis=1), 1.0, atol=1e-5)
 
 
