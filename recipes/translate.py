@@ -12,7 +12,8 @@ Data, one of:
   * `--train-src/--train-tgt` (+ `--valid-*`, `--test-*`): any line-aligned text files, plain or .gz;
   * `--tfds NAME` (+ `--tfds-dir FOLDER` for a prepared copy): a tensorflow-datasets translation set.
 
-    python -m recipes.translate --data-dir multi30k      # Multi30k en->de, see the README for time and BLEU
+    python -m recipes.translate --data-dir multi30k --mixed-precision bfloat16   # 12 epochs
+        # Multi30k en->de: test BLEU 37.3 (beam), 36.2 (greedy); about 5.5 min per epoch on 2 CPU cores
     python -m recipes.translate --data-dir multi30k --quick   # a tiny run: checks that everything runs
 
 Besides the files every recipe writes (see `keras_tfm.training`), a run leaves `translator/` (the model with
@@ -36,7 +37,7 @@ from keras_tfm.text import MODEL_TYPES, SubwordTokenizer, corpus_bleu  # noqa: E
 
 
 def parse_args(argv):
-    parser = training.recipe_parser(__doc__.splitlines()[0], epochs=20, batch_size=128, learning_rate=1e-3)
+    parser = training.recipe_parser(__doc__.splitlines()[0], epochs=12, batch_size=128, learning_rate=1e-3)
     data = parser.add_argument_group("data")
     data.add_argument("--data-dir", default=None, help="a folder in the Multi30k layout")
     data.add_argument("--source-lang", default="en", help="source language suffix of the files in --data-dir")
