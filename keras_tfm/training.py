@@ -26,33 +26,24 @@ from matplotlib.figure import Figure
 DISTRIBUTE = ("none", "mirrored", "multiworker")
 
 
-def positive_int(text):
-    """argparse type: an integer >= 1 (argparse turns the ValueError into a usage error)."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
+def _argument_type(name, convert, accept, expected):
+    """An argparse `type`: `convert(text)`, rejected with "must be {expected}" unless `accept(value)`."""
+
+    def parse(text):
+        value = convert(text)
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {text}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in its "invalid ... value" message
+    return parse
 
 
-def positive_float(text):
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
-def non_negative_float(text):
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def fraction(text):
-    value = float(text)
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
-    return value
+# argparse types for the recipes' flags (argparse turns the errors into usage errors).
+positive_int = _argument_type("positive_int", int, lambda v: v >= 1, "a positive integer")
+positive_float = _argument_type("positive_float", float, lambda v: v > 0, "a positive number")
+non_negative_float = _argument_type("non_negative_float", float, lambda v: not v < 0, ">= 0")
+fraction = _argument_type("fraction", float, lambda v: 0.0 <= v < 1.0, "in [0, 1)")
 
 
 def recipe_parser(description, epochs, batch_size, learning_rate):
