@@ -17,7 +17,9 @@ import csv
 import json
 import math
 import os
+import sys
 import time
+from contextlib import contextmanager
 
 import keras
 import numpy as np
@@ -188,3 +190,20 @@ def steps_per_epoch(samples, batch_size):
 class DataUnavailable(RuntimeError):
     """Raised by a data loader that cannot find or download its data set; the message says what it tried and
     how to provide the data. Recipes print it and exit with status 2 instead of showing a traceback."""
+
+
+def first_line(error):
+    """The first line of an exception's message (a loader's own exceptions can be pages long)."""
+    text = str(error).strip()
+    return text.splitlines()[0].rstrip(".") if text else "(no message)"
+
+
+@contextmanager
+def exit_when_data_unavailable():
+    """Inside a recipe's `main`: a `DataUnavailable` raised in the block is printed, argparse-style, and the
+    process exits with status 2."""
+    try:
+        yield
+    except DataUnavailable as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -114,11 +114,8 @@ def main(argv=None, extra_callbacks=()):
 
     # Data: uint8 images; the test split is small enough to hold in memory, in a fixed order.
     download = args.download or args.data_dir is None  # never fill a folder the user named without being asked
-    try:
+    with training.exit_when_data_unavailable():
         train, test, class_names = cifar10.load(args.data_dir, args.image_dir, download=download, seed=args.seed)
-    except training.DataUnavailable as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
     if args.train_samples:
         train = train.take(args.train_samples)
     test_images, test_labels = cifar10.to_arrays(test.take(args.test_samples) if args.test_samples else test)

@@ -64,16 +64,13 @@ def main(argv=None, extra_callbacks=()):
     strategy = training.setup(args)
 
     # Data: reviews as text, then word ids from a vocabulary learned on the training reviews only.
-    try:
+    with training.exit_when_data_unavailable():
         train_text, test_text = imdb.load_imdb(args.imdb_dir, args.data_dir, seed=args.seed)
         train_text, test_text = train_text.take(args.train_samples or -1), test_text.take(args.test_samples or -1)
         vectorizer = imdb.make_vectorizer(args.vocab_size, args.sequence_length)
         vectorizer.adapt(imdb.texts(train_text).batch(1024))
         x_train, y_train, _ = imdb.to_arrays(train_text, vectorizer)
         x_test, y_test, test_reviews = imdb.to_arrays(test_text, vectorizer)
-    except training.DataUnavailable as error:
-        print(error, file=sys.stderr)
-        raise SystemExit(2) from None
     output_dir = training.output_directory("imdb_classifier", args.output_dir)
     vocabulary = vectorizer.get_vocabulary()
     imdb.save_vocabulary(vocabulary, os.path.join(output_dir, "vocabulary.txt"))

@@ -95,7 +95,7 @@ def load_corpus(args):
                 raise SystemExit(f"error: --{flag}-src and --{flag}-tgt go together")
             pairs[split] = (source, target) if source else None
         return translation.load_files(pairs)
-    raise training.DataUnavailable("Translation: no data given. " + translation._HOW_TO_PROVIDE)
+    raise training.DataUnavailable("Translation: no data given. " + translation.HOW_TO_PROVIDE)
 
 
 def tokenizers(args, train_source, train_target, output_dir):
@@ -121,11 +121,8 @@ def main(argv=None, extra_callbacks=()):
 
     # Data: raw sentence pairs. The validation split stands in for a missing test split and vice versa; with
     # neither, the last training pairs are held out.
-    try:
+    with training.exit_when_data_unavailable():
         corpus = translation.fill_missing_splits(load_corpus(args))
-    except training.DataUnavailable as error:
-        print(error, file=sys.stderr)
-        raise SystemExit(2) from None
     train_source, train_target = (side[: args.train_samples] for side in corpus["train"])
     test_source, test_target = (side[: args.test_samples] for side in corpus["test"])
     output_dir = training.output_directory("translate", args.output_dir)

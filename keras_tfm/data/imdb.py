@@ -20,7 +20,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.training import DataUnavailable
+from keras_tfm.training import DataUnavailable, first_line
 
 CLASS_NAMES = ("neg", "pos")  # label 0, label 1: the folder names of aclImdb and the order tfds uses
 DOWNLOAD_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
@@ -71,7 +71,7 @@ def load_tfds(data_dir=None):
         where = f"in --data-dir {data_dir!r} (no download with a data dir)" if data_dir else "by downloading it"
         raise DataUnavailable(
             f"IMDB: could not load tensorflow-datasets 'imdb_reviews' {where}: "
-            f"{type(error).__name__}: {_first_line(error)}. " + _HOW_TO_PROVIDE
+            f"{type(error).__name__}: {first_line(error)}. " + _HOW_TO_PROVIDE
         ) from error
     return train, test
 
@@ -82,11 +82,6 @@ def load_imdb(imdb_dir=None, data_dir=None, seed=0):
     if imdb_dir is not None:
         return load_folder(imdb_dir, seed=seed)
     return load_tfds(data_dir)
-
-
-def _first_line(error):
-    text = str(error).strip()
-    return text.splitlines()[0].rstrip(".") if text else "(no message)"
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")

@@ -18,13 +18,13 @@ import os
 
 import numpy as np
 
-from keras_tfm.training import DataUnavailable
+from keras_tfm.training import DataUnavailable, first_line
 
 SPLITS = ("train", "validation", "test")
 MULTI30K_URL = "https://github.com/multi30k/dataset/tree/master/data/task1/raw"
 MULTI30K_NAMES = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
 
-_HOW_TO_PROVIDE = (
+HOW_TO_PROVIDE = (
     "To provide the data, either pass local files with one sentence per line (plain or .gz): "
     "`--train-src/--train-tgt`, `--valid-src/--valid-tgt`, `--test-src/--test-tgt`; or a folder laid out like "
     f"Multi30k ({MULTI30K_URL}: train.en.gz, val.en.gz, test_2016_flickr.en.gz and the .de files) with "
@@ -37,7 +37,7 @@ _HOW_TO_PROVIDE = (
 def read_lines(path):
     """The lines of a UTF-8 text file (`.gz` is decompressed), without their line breaks."""
     if not os.path.isfile(path):
-        raise DataUnavailable(f"Translation data: the file {path!r} does not exist. " + _HOW_TO_PROVIDE)
+        raise DataUnavailable(f"Translation data: the file {path!r} does not exist. " + HOW_TO_PROVIDE)
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as file:
         return [line.rstrip("\r\n") for line in file]
@@ -71,7 +71,7 @@ def multi30k_files(folder, source_lang="en", target_lang="de"):
             if not found:
                 raise DataUnavailable(
                     f"Translation data: no {split} file for language {lang!r} in {folder!r} (looked for "
-                    f"{' and '.join(os.path.basename(c) for c in candidates)}). " + _HOW_TO_PROVIDE
+                    f"{' and '.join(os.path.basename(c) for c in candidates)}). " + HOW_TO_PROVIDE
                 )
             pair.append(found[0])
         paths[split] = tuple(pair)
@@ -99,10 +99,9 @@ def load_tfds(name, data_dir=None):
         corpus = {"train": read("train")}
     except Exception as error:  # tfds reports missing data and failed downloads with many exception types
         where = f"in --tfds-dir {data_dir!r} (no download with a data dir)" if data_dir else "by downloading it"
-        message = str(error).strip().splitlines()[0] if str(error).strip() else "(no message)"
         raise DataUnavailable(
             f"Translation data: could not load tensorflow-datasets {name!r} {where}: {type(error).__name__}: "
-            f"{message}. " + _HOW_TO_PROVIDE
+            f"{first_line(error)}. " + HOW_TO_PROVIDE
         ) from error
     for split, candidates in (("validation", ("validation", "dev")), ("test", ("test",))):
         for candidate in candidates:
