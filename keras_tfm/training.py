@@ -126,6 +126,15 @@ def warmup_cosine(peak, total_steps, warmup_fraction=0.1):
     )
 
 
+def adamw(args, total_steps, **kwargs):
+    """AdamW from the recipe flags: warm-up + cosine decay to `--learning-rate`, `--weight-decay`, `--clipnorm`
+    (0 = no clipping); `kwargs` (e.g. `beta_2`) go to `keras.optimizers.AdamW`."""
+    return keras.optimizers.AdamW(
+        warmup_cosine(args.learning_rate, total_steps, args.warmup_fraction), weight_decay=args.weight_decay,
+        clipnorm=args.clipnorm or None, **kwargs,
+    )
+
+
 def standard_callbacks(output_dir, extra=()):
     """Resume, checkpoint, log and stop-on-NaN callbacks, in the order that keeps `history.csv` free of
     repeated epochs: the backup is written before the epoch's CSV row."""

@@ -131,10 +131,7 @@ def main(argv=None, extra_callbacks=()):
     steps = args.epochs * training.steps_per_epoch(cifar10.num_examples(train), args.batch_size)
     with training.strategy_scope(strategy):
         model = build_model(args, num_classes)
-        optimizer = keras.optimizers.AdamW(
-            training.warmup_cosine(args.learning_rate, steps, args.warmup_fraction), weight_decay=args.weight_decay,
-            clipnorm=args.clipnorm or None,
-        )
+        optimizer = training.adamw(args, steps)
         # Decay the weight matrices only: not biases, layer-norm scales and shifts, [CLS] token or positions.
         optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta", "cls_token", "position_embeddings"])
         model.compile(

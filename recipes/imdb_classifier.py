@@ -84,10 +84,7 @@ def main(argv=None, extra_callbacks=()):
             args.preset, vocab_size=len(vocabulary), max_length=args.sequence_length, num_classes=2,
             pool=args.pool, dropout=args.dropout,
         )
-        optimizer = keras.optimizers.AdamW(
-            training.warmup_cosine(args.learning_rate, steps, args.warmup_fraction),
-            weight_decay=args.weight_decay, clipnorm=args.clipnorm or None,
-        )
+        optimizer = training.adamw(args, steps)
         model.compile(
             optimizer=optimizer,
             loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=args.label_smoothing),

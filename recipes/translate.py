@@ -27,7 +27,6 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
 
 from keras_tfm import training, visualize  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
@@ -149,10 +148,7 @@ def main(argv=None, extra_callbacks=()):
             args.preset, source_vocab_size=source_tokenizer.vocab_size, target_vocab_size=target_tokenizer.vocab_size,
             max_length=args.max_length, dropout=args.dropout, tie_embeddings=True,
         )
-        optimizer = keras.optimizers.AdamW(
-            training.warmup_cosine(args.learning_rate, steps, args.warmup_fraction), weight_decay=args.weight_decay,
-            beta_2=0.98, clipnorm=args.clipnorm or None,
-        )
+        optimizer = training.adamw(args, steps, beta_2=0.98)
         model.compile_for_training(optimizer=optimizer, label_smoothing=args.label_smoothing, jit_compile=args.jit)
 
     pieces = [target_tokenizer.id_to_piece(i) for i in range(target_tokenizer.vocab_size)]
