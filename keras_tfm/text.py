@@ -110,10 +110,14 @@ class SubwordTokenizer:
         ids = self._processor.encode(list(texts), out_type=int)
         return [([START] if add_start else []) + row + ([END] if add_end else []) for row in ids]
 
-    def encode_padded(self, texts, length, add_start=False, add_end=False, truncate=True):
+    def encode_padded(self, texts, length, add_start=False, add_end=False, truncate=True, multiple=None):
         """Strings -> a `(len(texts), length)` int32 array, 0-padded. Longer rows are cut to `length` (keeping
-        the end token if asked for) or, with `truncate=False`, raise a `ValueError`."""
+        the end token if asked for) or, with `truncate=False`, raise a `ValueError`. With `multiple`, the array
+        is only as wide as the longest row rounded up to a multiple of it (and at most `length`)."""
         rows = self.encode(texts, add_start=add_start, add_end=add_end)
+        if multiple is not None:
+            longest = max((len(row) for row in rows), default=1)
+            length = min(length, -(-max(longest, 1) // multiple) * multiple)
         array = np.zeros((len(rows), length), "int32")
         for i, row in enumerate(rows):
             if len(row) > length:

@@ -54,10 +54,7 @@ class Translator:
     def encode_source(self, texts):
         """Strings -> `(n, length)` source ids, `length` a multiple of 8 (fewer compiled shapes), sentences cut
         to the model's `max_length` tokens."""
-        rows = self.source_tokenizer.encode(texts)
-        longest = max((len(row) for row in rows), default=1)
-        length = min(self.model.max_length, -(-max(longest, 1) // 8) * 8)
-        return self.source_tokenizer.encode_padded(texts, length)
+        return self.source_tokenizer.encode_padded(texts, self.model.max_length, multiple=8)
 
     def generate(self, texts, max_length=None, strategy="greedy", batch_size=64, **generate_kwargs):
         """Translates a list of strings.

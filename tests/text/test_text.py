@@ -55,6 +55,13 @@ def test_encode_padded_cuts_long_rows_keeping_the_end_token(tokenizer):
         tokenizer.encode_padded([ENGLISH[1]], 6, truncate=False)
 
 
+def test_encode_padded_to_a_multiple_of_the_longest_row(tokenizer):
+    longest = max(len(row) for row in tokenizer.encode(ENGLISH))
+    ids = tokenizer.encode_padded(ENGLISH, 100, multiple=8)
+    assert ids.shape == (5, -(-longest // 8) * 8) and (ids[:, longest:] == PAD).all() and (ids[:, longest - 1] != PAD).any()
+    assert tokenizer.encode_padded(ENGLISH, 10, multiple=8).shape == (5, 10)  # never wider than `length`
+
+
 def test_save_and_load_give_the_same_tokenizer(tokenizer, tmp_path):
     loaded = SubwordTokenizer.load(tokenizer.save(str(tmp_path / "tokenizer.model")))
     assert loaded == tokenizer
