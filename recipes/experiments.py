@@ -80,9 +80,9 @@ def train_seq2seq(settings, task="reverse", learning_rate=3e-3, warmup=True, cli
     x_train, y_train = digits.make_dataset(settings.train_samples, settings.max_digits, task, seed=settings.seed)
     x_test, y_test = digits.make_dataset(settings.test_samples, settings.max_digits, task, seed=settings.seed + 1)
     keras.utils.set_random_seed(settings.seed)  # the same initial weights for every variant of the same shape
-    model_kwargs = {"dim": 64, "encoder_depth": 2, "decoder_depth": 2, "num_heads": 4, "mlp_dim": 128, **model_kwargs}
-    model = Seq2SeqTransformer(digits.VOCAB_SIZE, digits.VOCAB_SIZE, max_length=settings.max_digits + 2, dropout=0.0,
-                               **model_kwargs)
+    vocab = digits.VOCAB_SIZE
+    model = Seq2SeqTransformer.from_preset("tiny", source_vocab_size=vocab, target_vocab_size=vocab,
+                                           max_length=settings.max_digits + 2, dropout=0.0, **model_kwargs)
     result = {}
     if measure_init:  # how peaked is attention before any training? (1.0 = all weight on one key)
         maps = attention_maps(model, (x_test[:64], y_test[:64, :-1]))
