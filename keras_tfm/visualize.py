@@ -8,11 +8,23 @@ functions return matplotlib Figures made without pyplot (headless, nothing to cl
 
 import math
 
-import matplotlib
 import numpy as np
-from matplotlib.figure import Figure  # figures without pyplot: no display, no global state, nothing to close
 
 HEAD_FUSIONS = ("mean", "max", "min")
+
+
+def _figure(**kwargs):
+    # A Figure without pyplot: no display, no global state, nothing to close. matplotlib is imported on the first
+    # picture, not with keras_tfm.
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
+
+
+def _colormap(name):
+    import matplotlib
+
+    return matplotlib.colormaps[name]
 
 
 def _as_layer_list(maps):
@@ -150,7 +162,7 @@ def plot_attention_heads(maps, query_tokens=None, key_tokens=None, sample=0, tit
     heads = weights.shape[0]
     columns = min(columns, heads)
     grid_rows = math.ceil(heads / columns)
-    figure = Figure(figsize=(3 * columns, 3 * grid_rows))
+    figure = _figure(figsize=(3 * columns, 3 * grid_rows))
     axes = figure.subplots(grid_rows, columns, squeeze=False)
     for head, ax in enumerate(axes.flat):
         if head >= heads:
@@ -186,7 +198,7 @@ def plot_image_attention(image, rollout, grid=None, num_prefix_tokens=1, title=N
     relevance = (relevance - relevance.min()) / max(relevance.max() - relevance.min(), 1e-12)
     height, width = image.shape[:2]
     upsampled = np.kron(relevance, np.ones((math.ceil(height / rows), math.ceil(width / columns))))[:height, :width]
-    figure = Figure(figsize=(9, 3.2))
+    figure = _figure(figsize=(9, 3.2))
     axes = figure.subplots(1, 3)
     axes[0].imshow(image.squeeze(), cmap="gray" if image.shape[-1] == 1 else None)
     axes[0].set_title("image")
@@ -220,9 +232,9 @@ def plot_token_attention(tokens, weights, title=None, tokens_per_line=12):
         raise ValueError(f"Got {len(tokens)} tokens but {len(weights)} weights.")
     scaled = (weights - weights.min()) / max(weights.max() - weights.min(), 1e-12)
     lines = max(1, math.ceil(len(tokens) / tokens_per_line))
-    figure = Figure(figsize=(min(14, 0.9 * tokens_per_line), 0.45 * lines + 0.8))
+    figure = _figure(figsize=(min(14, 0.9 * tokens_per_line), 0.45 * lines + 0.8))
     ax = figure.subplots()
-    colormap = matplotlib.colormaps["Reds"]
+    colormap = _colormap("Reds")
     for i, (token, value) in enumerate(zip(tokens, scaled)):
         line, column = divmod(i, tokens_per_line)
         ax.text(
@@ -250,7 +262,7 @@ def plot_alignment(source_tokens, target_tokens, cross_attention, title=None):
         matplotlib Figure.
     """
     weights = np.asarray(cross_attention, dtype="float64")[: len(target_tokens), : len(source_tokens)]
-    figure = Figure(figsize=(0.45 * len(source_tokens) + 2, 0.45 * len(target_tokens) + 1.5))
+    figure = _figure(figsize=(0.45 * len(source_tokens) + 2, 0.45 * len(target_tokens) + 1.5))
     ax = figure.subplots()
     image = ax.imshow(weights, cmap="Blues", vmin=0.0)
     _labels(ax, target_tokens, source_tokens, fontsize=9)
@@ -277,7 +289,7 @@ def plot_position_encoding(pe, title="positional encoding"):
         matplotlib Figure.
     """
     pe = np.asarray(pe, dtype="float64")
-    figure = Figure(figsize=(11, 4))
+    figure = _figure(figsize=(11, 4))
     axes = figure.subplots(1, 2)
     shown = axes[0].imshow(pe, cmap="RdBu", aspect="auto")
     axes[0].set_xlabel("channel")
@@ -308,7 +320,7 @@ def plot_confusion_matrix(labels, predicted, class_names):
     n = len(class_names)
     counts = np.zeros((n, n), dtype="int64")
     np.add.at(counts, (labels, predicted), 1)  # (true, predicted)
-    figure = Figure(figsize=(7.5, 6.5))
+    figure = _figure(figsize=(7.5, 6.5))
     ax = figure.subplots()
     shown = ax.imshow(counts, cmap="Blues")
     for (row, column), count in np.ndenumerate(counts):

@@ -32,7 +32,7 @@ Pretrained models saw 224x224 images in 16x16 patches, so the 32x32 images are t
     python -m recipes.cifar10_vit --preset ViT-B/16 --pretrained ViT-B_16.npz --image-size 224 \\
         --epochs 10 --batch-size 64 --learning-rate 1e-4 --weight-decay 0 --drop-path 0
 
-Mixed precision, XLA and multi-GPU: `--mixed-precision`, `--jit`, `--distribute mirrored` (keras_tfm.training).
+Mixed precision, XLA and multi-GPU: `--mixed-precision`, `--jit`, `--distribute mirrored` (recipes.common).
 """
 
 import os
@@ -44,7 +44,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_tfm import training, visualize  # noqa: E402
+from keras_tfm import visualize  # noqa: E402
+from recipes import common  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
 from keras_tfm.data import cifar10  # noqa: E402
@@ -52,7 +53,7 @@ from keras_tfm.models import VIT_PRESETS, ViT, load_vit_weights  # noqa: E402
 
 
 def parse_args(argv):
-    parser = training.recipe_parser(__doc__.splitlines()[0], epochs=100, batch_size=128, learning_rate=1e-3)
+    parser = common.recipe_parser(__doc__.splitlines()[0], epochs=100, batch_size=128, learning_rate=1e-3)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--data-dir", default=None,
                         help="tensorflow-datasets folder with a prepared cifar10; None = ~/tensorflow_datasets")
@@ -62,24 +63,24 @@ def parse_args(argv):
                         help="download into --data-dir when it holds no copy (tfds' own folder is always filled)")
     parser.add_argument("--preset", choices=sorted(VIT_PRESETS), default=None,
                         help="model size; None = small, or tiny with --quick")
-    parser.add_argument("--patch-size", type=training.positive_int, default=None,
+    parser.add_argument("--patch-size", type=common.positive_int, default=None,
                         help="override the preset's patch size; must divide --image-size")
-    parser.add_argument("--image-size", type=training.positive_int, default=cifar10.IMAGE_SIZE,
+    parser.add_argument("--image-size", type=common.positive_int, default=cifar10.IMAGE_SIZE,
                         help="images are resized to this size (e.g. 224 to fine-tune --pretrained weights)")
-    parser.add_argument("--drop-path", type=training.fraction, default=0.1, help="stochastic depth of the last block")
-    parser.add_argument("--weight-decay", type=training.non_negative_float, default=0.05, help="AdamW weight decay")
-    parser.add_argument("--label-smoothing", type=training.fraction, default=0.1, help="label smoothing of the loss")
-    parser.add_argument("--randaugment", type=training.fraction, nargs="?", const=0.5, default=0.0, metavar="STRENGTH",
+    parser.add_argument("--drop-path", type=common.fraction, default=0.1, help="stochastic depth of the last block")
+    parser.add_argument("--weight-decay", type=common.non_negative_float, default=0.05, help="AdamW weight decay")
+    parser.add_argument("--label-smoothing", type=common.fraction, default=0.1, help="label smoothing of the loss")
+    parser.add_argument("--randaugment", type=common.fraction, nargs="?", const=0.5, default=0.0, metavar="STRENGTH",
                         help="RandAugment, 2 operations per image, of this strength; given alone: 0.5; 0 = off")
-    parser.add_argument("--mixup", type=training.non_negative_float, nargs="?", const=0.8, default=0.0, metavar="ALPHA",
+    parser.add_argument("--mixup", type=common.non_negative_float, nargs="?", const=0.8, default=0.0, metavar="ALPHA",
                         help="MixUp with this alpha; given alone: 0.8; 0 = off")
-    parser.add_argument("--cutmix", type=training.non_negative_float, nargs="?", const=1.0, default=0.0, metavar="FACTOR",
+    parser.add_argument("--cutmix", type=common.non_negative_float, nargs="?", const=1.0, default=0.0, metavar="FACTOR",
                         help="CutMix with this factor; given alone: 1.0; 0 = off")
     parser.add_argument("--pretrained", default=None, metavar="PATH",
                         help="fine-tune these ViT weights (.npz or .safetensors); the head is trained from scratch")
-    parser.add_argument("--train-samples", type=training.positive_int, default=None, metavar="N",
+    parser.add_argument("--train-samples", type=common.positive_int, default=None, metavar="N",
                         help="use only N training images")
-    parser.add_argument("--test-samples", type=training.positive_int, default=None, metavar="N",
+    parser.add_argument("--test-samples", type=common.positive_int, default=None, metavar="N",
                         help="use only N test images")
     args = parser.parse_args(argv)
     if args.quick:
@@ -110,11 +111,11 @@ def build_model(args, num_classes):
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
     started = time.time()
-    strategy = training.setup(args)
+    strategy = common.setup(args)
 
     # Data: uint8 images; the test split is small enough to hold in memory, in a fixed order.
     download = args.download or args.data_dir is None  # never fill a folder the user named without being asked
-    with training.exit_when_data_unavailable():
+    with common.exit_when_data_unavailable():
         train, test, class_names = cifar10.load(args.data_dir, args.image_dir, download=download, seed=args.seed)
     if args.train_samples:
         train = train.take(args.train_samples)
@@ -125,13 +126,13 @@ def main(argv=None, extra_callbacks=()):
         cutmix=args.cutmix, seed=args.seed,
     )
     test_batches = cifar10.evaluation_pipeline(test_images, test_labels, args.batch_size, num_classes, args.image_size)
-    output_dir = training.output_directory("cifar10_vit", args.output_dir)
+    output_dir = common.output_directory("cifar10_vit", args.output_dir)
 
     # Model and optimiser. Labels are one-hot (label smoothing, MixUp, CutMix), hence the categorical loss.
-    steps = args.epochs * training.steps_per_epoch(cifar10.num_examples(train), args.batch_size)
-    with training.strategy_scope(strategy):
+    steps = args.epochs * common.steps_per_epoch(cifar10.num_examples(train), args.batch_size)
+    with common.strategy_scope(strategy):
         model = build_model(args, num_classes)
-        optimizer = training.adamw(args, steps)
+        optimizer = common.adamw(args, steps)
         # Decay the weight matrices only: not biases, layer-norm scales and shifts, [CLS] token or positions.
         optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta", "cls_token", "position_embeddings"])
         model.compile(
@@ -146,7 +147,7 @@ def main(argv=None, extra_callbacks=()):
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), kind="image",
                                      class_names=class_names, every_n_epochs=max(1, args.epochs // 10))]
     extra = (pictures if args.attention_maps else []) + list(extra_callbacks)
-    callbacks = training.standard_callbacks(output_dir, extra)
+    callbacks = common.standard_callbacks(output_dir, extra)
     fit_started = time.time()
     history = model.fit(train_batches, epochs=args.epochs, validation_data=test_batches, callbacks=callbacks,
                         shuffle=False, verbose=2)  # shuffle=False: the tf.data pipeline shuffles
@@ -170,7 +171,7 @@ def main(argv=None, extra_callbacks=()):
                                                 title=title)
         visualize.save_figure(figure, os.path.join(output_dir, "rollout", f"rollout_{i}.png"))
 
-    summary = training.finish(model, output_dir, args, metrics, started)
+    summary = common.finish(model, output_dir, args, metrics, started)
     print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")
     return summary
 

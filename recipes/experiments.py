@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from keras_tfm import training  # noqa: E402
+from recipes import common  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.data import digits  # noqa: E402
 from keras_tfm.models import Seq2SeqTransformer, TextClassifier  # noqa: E402
@@ -89,8 +89,8 @@ def train_seq2seq(settings, task="reverse", learning_rate=3e-3, warmup=True, cli
         encoder = [np.asarray(m) for name, m in maps.items() if name.startswith("encoder")]
         mask = x_test[:64] > 0
         result["init_max_weight"] = float(np.mean([m.max(-1).mean(1)[mask].mean() for m in encoder]))
-    steps = settings.epochs * training.steps_per_epoch(len(x_train), settings.batch_size)
-    schedule = training.warmup_cosine(learning_rate, steps, 0.1) if warmup else learning_rate
+    steps = settings.epochs * common.steps_per_epoch(len(x_train), settings.batch_size)
+    schedule = common.warmup_cosine(learning_rate, steps, 0.1) if warmup else learning_rate
     model.compile_for_training(keras.optimizers.Adam(schedule, clipnorm=clipnorm), run_eagerly=settings.quick)
     started = time.time()
     history = model.fit((x_train, y_train[:, :-1]), y_train[:, 1:], batch_size=settings.batch_size,
@@ -113,8 +113,8 @@ def train_classifier(settings, **model_kwargs):
     keras.utils.set_random_seed(settings.seed)
     model = TextClassifier(32, max_length=16, num_classes=2, dim=64, depth=2, num_heads=4, mlp_dim=128, pool="mean",
                            dropout=0.0, **model_kwargs)
-    steps = settings.epochs * training.steps_per_epoch(len(x_train), settings.batch_size)
-    model.compile(keras.optimizers.Adam(training.warmup_cosine(1e-3, steps, 0.1), clipnorm=1.0),
+    steps = settings.epochs * common.steps_per_epoch(len(x_train), settings.batch_size)
+    model.compile(keras.optimizers.Adam(common.warmup_cosine(1e-3, steps, 0.1), clipnorm=1.0),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
                   run_eagerly=settings.quick)
     started = time.time()
@@ -209,11 +209,11 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("experiment", choices=[*EXPERIMENTS, "all"], help="which experiment to run")
-    parser.add_argument("--epochs", type=training.positive_int, default=5, help="epochs per training run")
-    parser.add_argument("--train-samples", type=training.positive_int, default=8000, help="training examples")
-    parser.add_argument("--test-samples", type=training.positive_int, default=1000, help="held-out examples")
-    parser.add_argument("--batch-size", type=training.positive_int, default=64)
-    parser.add_argument("--max-digits", type=training.positive_int, default=8, help="longest digit string")
+    parser.add_argument("--epochs", type=common.positive_int, default=5, help="epochs per training run")
+    parser.add_argument("--train-samples", type=common.positive_int, default=8000, help="training examples")
+    parser.add_argument("--test-samples", type=common.positive_int, default=1000, help="held-out examples")
+    parser.add_argument("--batch-size", type=common.positive_int, default=64)
+    parser.add_argument("--max-digits", type=common.positive_int, default=8, help="longest digit string")
     parser.add_argument("--seed", type=int, default=0, help="random seed (data and initial weights)")
     parser.add_argument("--output-dir", default=None, help="default runs/experiments/<timestamp>")
     parser.add_argument("--quick", action="store_true", help="a few seconds per experiment: checks that it runs")
@@ -225,7 +225,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    output_dir = training.output_directory("experiments", args.output_dir)
+    output_dir = common.output_directory("experiments", args.output_dir)
     keras.config.set_dtype_policy("float32")
     results = {}
     for name in EXPERIMENTS if args.experiment == "all" else [args.experiment]:

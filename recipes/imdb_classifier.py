@@ -14,7 +14,7 @@ Data: `--imdb-dir path/to/aclImdb` (the unpacked original archive), or tensorflo
     python -m recipes.imdb_classifier --imdb-dir aclImdb   # 3 epochs, 86% test accuracy, ~14 min on 2 CPU cores
     python -m recipes.imdb_classifier --quick --imdb-dir aclImdb   # a few hundred reviews: checks that all runs
 
-Besides the files every recipe writes (see `keras_tfm.training`), a run leaves `vocabulary.txt`, the token
+Besides the files every recipe writes (see `recipes.common`), a run leaves `vocabulary.txt`, the token
 attention of a few test reviews drawn every epoch (`attention/`) and, after training, `review_{i}.png`.
 """
 
@@ -27,7 +27,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_tfm import training, visualize  # noqa: E402
+from keras_tfm import visualize  # noqa: E402
+from recipes import common  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
 from keras_tfm.data import imdb  # noqa: E402
@@ -38,19 +39,19 @@ SENTIMENTS = ["negative", "positive"]  # label 0, label 1
 
 
 def parse_args(argv):
-    parser = training.recipe_parser(__doc__.splitlines()[0], epochs=3, batch_size=64, learning_rate=1e-3)
+    parser = common.recipe_parser(__doc__.splitlines()[0], epochs=3, batch_size=64, learning_rate=1e-3)
     parser.add_argument("--imdb-dir", default=None, help="an unpacked aclImdb folder (with train/ and test/)")
     parser.add_argument("--data-dir", default=None,
                         help="a tensorflow-datasets folder that already holds imdb_reviews (nothing is downloaded)")
-    parser.add_argument("--vocab-size", type=training.positive_int, default=20000, help="words kept, incl. pad/unknown")
-    parser.add_argument("--sequence-length", type=training.positive_int, default=400, help="words read per review")
+    parser.add_argument("--vocab-size", type=common.positive_int, default=20000, help="words kept, incl. pad/unknown")
+    parser.add_argument("--sequence-length", type=common.positive_int, default=400, help="words read per review")
     parser.add_argument("--preset", choices=sorted(TEXT_CLASSIFIER_PRESETS), default="tiny", help="model size")
     parser.add_argument("--pool", choices=POOLS, default="mean", help="how the token states become one vector")
-    parser.add_argument("--dropout", type=training.fraction, default=0.2, help="dropout rate of the model")
-    parser.add_argument("--weight-decay", type=training.non_negative_float, default=0.05, help="AdamW weight decay")
-    parser.add_argument("--label-smoothing", type=training.fraction, default=0.0, help="label smoothing of the loss")
-    parser.add_argument("--train-samples", type=training.positive_int, default=None, help="use only this many (None = all)")
-    parser.add_argument("--test-samples", type=training.positive_int, default=None, help="use only this many (None = all)")
+    parser.add_argument("--dropout", type=common.fraction, default=0.2, help="dropout rate of the model")
+    parser.add_argument("--weight-decay", type=common.non_negative_float, default=0.05, help="AdamW weight decay")
+    parser.add_argument("--label-smoothing", type=common.fraction, default=0.0, help="label smoothing of the loss")
+    parser.add_argument("--train-samples", type=common.positive_int, default=None, help="use only this many (None = all)")
+    parser.add_argument("--test-samples", type=common.positive_int, default=None, help="use only this many (None = all)")
     args = parser.parse_args(argv)
     if args.quick:
         args.epochs, args.preset, args.vocab_size, args.sequence_length = 1, "tiny", 2000, min(args.sequence_length, 64)
@@ -61,30 +62,30 @@ def parse_args(argv):
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
     started = time.time()
-    strategy = training.setup(args)
+    strategy = common.setup(args)
 
     # Data: reviews as text, then word ids from a vocabulary learned on the training reviews only.
-    with training.exit_when_data_unavailable():
+    with common.exit_when_data_unavailable():
         train_text, test_text = imdb.load_imdb(args.imdb_dir, args.data_dir, seed=args.seed)
         train_text, test_text = train_text.take(args.train_samples or -1), test_text.take(args.test_samples or -1)
         vectorizer = imdb.make_vectorizer(args.vocab_size, args.sequence_length)
         vectorizer.adapt(imdb.texts(train_text).batch(1024))
         x_train, y_train, _ = imdb.to_arrays(train_text, vectorizer)
         x_test, y_test, test_reviews = imdb.to_arrays(test_text, vectorizer)
-    output_dir = training.output_directory("imdb_classifier", args.output_dir)
+    output_dir = common.output_directory("imdb_classifier", args.output_dir)
     vocabulary = vectorizer.get_vocabulary()
     imdb.save_vocabulary(vocabulary, os.path.join(output_dir, "vocabulary.txt"))
     print(f"{len(x_train)} training and {len(x_test)} test reviews, {len(vocabulary)} words, "
           f"{np.mean(x_test[:, -1] != 0):.0%} of test reviews cut at {args.sequence_length} words")
 
     # Model: trains on word ids; labels are one-hot so that label smoothing can apply.
-    steps = args.epochs * training.steps_per_epoch(len(x_train), args.batch_size)
-    with training.strategy_scope(strategy):
+    steps = args.epochs * common.steps_per_epoch(len(x_train), args.batch_size)
+    with common.strategy_scope(strategy):
         model = TextClassifier.from_preset(
             args.preset, vocab_size=len(vocabulary), max_length=args.sequence_length, num_classes=2,
             pool=args.pool, dropout=args.dropout,
         )
-        optimizer = training.adamw(args, steps)
+        optimizer = common.adamw(args, steps)
         model.compile(
             optimizer=optimizer,
             loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=args.label_smoothing),
@@ -97,7 +98,7 @@ def main(argv=None, extra_callbacks=()):
     sample = _short_reviews(x_test, y_test, per_class=2)
     pictures = [AttentionMapCallback(x_test[sample], os.path.join(output_dir, "attention"), kind="text",
                                      tokens=vocabulary, class_names=SENTIMENTS)]
-    callbacks = training.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
+    callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
     model.fit(x_train, y_train_onehot, batch_size=args.batch_size, epochs=args.epochs,
               validation_data=(x_test, y_test_onehot), callbacks=callbacks, verbose=2)
 
@@ -123,7 +124,7 @@ def main(argv=None, extra_callbacks=()):
                               os.path.join(output_dir, f"review_{i}.png"))
         print(f"  [{SENTIMENTS[predicted[row]]:>8s}] {test_reviews[row][:100]}")
 
-    summary = training.finish(model, output_dir, args, metrics, started)
+    summary = common.finish(model, output_dir, args, metrics, started)
     print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")
     return summary
 

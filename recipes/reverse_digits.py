@@ -18,7 +18,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_tfm import training, visualize  # noqa: E402
+from keras_tfm import visualize  # noqa: E402
+from recipes import common  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
 from keras_tfm.data import digits  # noqa: E402
@@ -26,11 +27,11 @@ from keras_tfm.models import SEQ2SEQ_PRESETS, Seq2SeqTransformer  # noqa: E402
 
 
 def parse_args(argv):
-    parser = training.recipe_parser(__doc__.splitlines()[0], epochs=6, batch_size=64, learning_rate=3e-3)
+    parser = common.recipe_parser(__doc__.splitlines()[0], epochs=6, batch_size=64, learning_rate=3e-3)
     parser.add_argument("--task", choices=digits.TASKS, default="reverse", help="what to do with the digits")
-    parser.add_argument("--max-digits", type=training.positive_int, default=10, help="longest digit string")
-    parser.add_argument("--train-samples", type=training.positive_int, default=20000)
-    parser.add_argument("--test-samples", type=training.positive_int, default=1000)
+    parser.add_argument("--max-digits", type=common.positive_int, default=10, help="longest digit string")
+    parser.add_argument("--train-samples", type=common.positive_int, default=20000)
+    parser.add_argument("--test-samples", type=common.positive_int, default=1000)
     parser.add_argument("--preset", choices=sorted(SEQ2SEQ_PRESETS), default="tiny", help="model size")
     args = parser.parse_args(argv)
     if args.quick:  # a smoke test of the whole pipeline: tiny data, at most 2 epochs
@@ -42,8 +43,8 @@ def parse_args(argv):
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
     started = time.time()
-    strategy = training.setup(args)
-    output_dir = training.output_directory("reverse_digits", args.output_dir)
+    strategy = common.setup(args)
+    output_dir = common.output_directory("reverse_digits", args.output_dir)
     if strategy is not None:
         print(f"training on {strategy.num_replicas_in_sync} replicas ({args.distribute})")
 
@@ -52,21 +53,21 @@ def main(argv=None, extra_callbacks=()):
     x_test, y_test = digits.make_dataset(args.test_samples, args.max_digits, args.task, seed=args.seed + 1)
 
     # Model.
-    steps = args.epochs * training.steps_per_epoch(len(x_train), args.batch_size)
-    with training.strategy_scope(strategy):
+    steps = args.epochs * common.steps_per_epoch(len(x_train), args.batch_size)
+    with common.strategy_scope(strategy):
         model = Seq2SeqTransformer.from_preset(
             args.preset, source_vocab_size=digits.VOCAB_SIZE, target_vocab_size=digits.VOCAB_SIZE,
             max_length=args.max_digits + 2, dropout=0.0,
         )
         optimizer = keras.optimizers.Adam(
-            training.warmup_cosine(args.learning_rate, steps, args.warmup_fraction), clipnorm=args.clipnorm or None
+            common.warmup_cosine(args.learning_rate, steps, args.warmup_fraction), clipnorm=args.clipnorm or None
         )
         model.compile_for_training(optimizer=optimizer, jit_compile=args.jit)
 
     # Train, drawing the cross-attention of a few held-out strings at every epoch.
     sample = (x_test[:1], y_test[:1, :-1])  # one held-out string, drawn at every epoch
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), tokens=digits.VOCABULARY)]
-    callbacks = training.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
+    callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
     model.fit((x_train, y_train[:, :-1]), y_train[:, 1:], batch_size=args.batch_size, epochs=args.epochs,
               validation_data=((x_test, y_test[:, :-1]), y_test[:, 1:]), callbacks=callbacks, verbose=2)
 
@@ -89,7 +90,7 @@ def main(argv=None, extra_callbacks=()):
                                       title=f"{args.task}: cross-attention of the last decoder block")
     visualize.save_figure(figure, os.path.join(output_dir, "alignment.png"))
 
-    summary = training.finish(model, output_dir, args, metrics, started)
+    summary = common.finish(model, output_dir, args, metrics, started)
     print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")
     return summary
 

@@ -16,8 +16,8 @@ Data, one of:
         # Multi30k en->de: test BLEU 37.3 (beam), 36.2 (greedy); about 5.5 min per epoch on 2 CPU cores
     python -m recipes.translate --data-dir multi30k --quick   # a tiny run: checks that everything runs
 
-Besides the files every recipe writes (see `keras_tfm.training`), a run leaves `translator/` (the model with
-its tokenizers: `keras_tfm.models.Translator.load(...)`), `translations.txt` (source, reference, greedy and
+Besides the files every recipe writes (see `recipes.common`), a run leaves `translator/` (the model with
+its tokenizers: `keras_tfm.Translator.load(...)`), `translations.txt` (source, reference, greedy and
 beam output of every test sentence) and `alignment_{i}.png` (cross-attention of a few test sentences).
 """
 
@@ -28,15 +28,16 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-from keras_tfm import training, visualize  # noqa: E402
+from keras_tfm import visualize  # noqa: E402
+from recipes import common  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
-from keras_tfm.data import translation  # noqa: E402
-from keras_tfm.models import SEQ2SEQ_PRESETS, Seq2SeqTransformer, Translator  # noqa: E402
-from keras_tfm.text import MODEL_TYPES, SubwordTokenizer, corpus_bleu  # noqa: E402
+from keras_tfm.data import DataUnavailable, translation  # noqa: E402
+from keras_tfm.models import SEQ2SEQ_PRESETS, Seq2SeqTransformer  # noqa: E402
+from keras_tfm.text import MODEL_TYPES, SubwordTokenizer, Translator, corpus_bleu  # noqa: E402
 
 
 def parse_args(argv):
-    parser = training.recipe_parser(__doc__.splitlines()[0], epochs=12, batch_size=128, learning_rate=1e-3)
+    parser = common.recipe_parser(__doc__.splitlines()[0], epochs=12, batch_size=128, learning_rate=1e-3)
     data = parser.add_argument_group("data")
     data.add_argument("--data-dir", default=None, help="a folder in the Multi30k layout")
     data.add_argument("--source-lang", default="en", help="source language suffix of the files in --data-dir")
@@ -46,22 +47,22 @@ def parse_args(argv):
             data.add_argument(f"--{split}-{side}", default=None, help=f"{split} {side} file, one sentence per line")
     data.add_argument("--tfds", default=None, help="a tensorflow-datasets translation set, e.g. ted_hrlr_translate/pt_to_en")
     data.add_argument("--tfds-dir", default=None, help="a tensorflow-datasets folder already holding --tfds")
-    data.add_argument("--train-samples", type=training.positive_int, default=None, help="use only this many pairs")
-    data.add_argument("--test-samples", type=training.positive_int, default=None, help="translate only this many")
+    data.add_argument("--train-samples", type=common.positive_int, default=None, help="use only this many pairs")
+    data.add_argument("--test-samples", type=common.positive_int, default=None, help="translate only this many")
     text = parser.add_argument_group("tokenizer")
-    text.add_argument("--vocab-size", type=training.positive_int, default=8000, help="subword vocabulary size")
+    text.add_argument("--vocab-size", type=common.positive_int, default=8000, help="subword vocabulary size")
     text.add_argument("--tokenizer", choices=MODEL_TYPES, default="unigram", help="SentencePiece model type")
     text.add_argument("--separate-vocab", action="store_true", help="one vocabulary per language instead of a shared one")
-    text.add_argument("--max-length", type=training.positive_int, default=64,
+    text.add_argument("--max-length", type=common.positive_int, default=64,
                       help="longest sentence in tokens (longer training pairs are dropped)")
     model = parser.add_argument_group("model")
     model.add_argument("--preset", choices=sorted(SEQ2SEQ_PRESETS), default="small", help="model size")
-    model.add_argument("--dropout", type=training.fraction, default=0.1, help="dropout rate")
-    model.add_argument("--label-smoothing", type=training.fraction, default=0.1, help="label smoothing of the loss")
-    model.add_argument("--weight-decay", type=training.non_negative_float, default=1e-4, help="AdamW weight decay")
+    model.add_argument("--dropout", type=common.fraction, default=0.1, help="dropout rate")
+    model.add_argument("--label-smoothing", type=common.fraction, default=0.1, help="label smoothing of the loss")
+    model.add_argument("--weight-decay", type=common.non_negative_float, default=1e-4, help="AdamW weight decay")
     decode = parser.add_argument_group("decoding")
-    decode.add_argument("--num-beams", type=training.positive_int, default=4, help="beams for beam search")
-    decode.add_argument("--length-penalty", type=training.non_negative_float, default=1.0,
+    decode.add_argument("--num-beams", type=common.positive_int, default=4, help="beams for beam search")
+    decode.add_argument("--length-penalty", type=common.non_negative_float, default=1.0,
                         help="beam scores are divided by length ** this")
     args = parser.parse_args(argv)
     has_files = args.train_src or args.train_tgt
@@ -94,7 +95,7 @@ def load_corpus(args):
                 raise SystemExit(f"error: --{flag}-src and --{flag}-tgt go together")
             pairs[split] = (source, target) if source else None
         return translation.load_files(pairs)
-    raise training.DataUnavailable("Translation: no data given. " + translation.HOW_TO_PROVIDE)
+    raise DataUnavailable("Translation: no data given. " + translation.HOW_TO_PROVIDE)
 
 
 def tokenizers(args, train_source, train_target, output_dir):
@@ -116,15 +117,15 @@ def tokenizers(args, train_source, train_target, output_dir):
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
     started = time.time()
-    strategy = training.setup(args)
+    strategy = common.setup(args)
 
     # Data: raw sentence pairs. The validation split stands in for a missing test split and vice versa; with
     # neither, the last training pairs are held out.
-    with training.exit_when_data_unavailable():
+    with common.exit_when_data_unavailable():
         corpus = translation.fill_missing_splits(load_corpus(args))
     train_source, train_target = (side[: args.train_samples] for side in corpus["train"])
     test_source, test_target = (side[: args.test_samples] for side in corpus["test"])
-    output_dir = training.output_directory("translate", args.output_dir)
+    output_dir = common.output_directory("translate", args.output_dir)
 
     # Subword vocabularies, learned on the training text only, and kept in the output folder so that a resumed
     # run reads its token ids exactly as before.
@@ -142,20 +143,20 @@ def main(argv=None, extra_callbacks=()):
 
     # Model: tied output embedding (the paper's §3.4); AdamW with the paper's betas (0.9, 0.98), warm-up then
     # cosine decay; label smoothing 0.1 (§5.4).
-    steps = args.epochs * training.steps_per_epoch(len(x_train), args.batch_size)
-    with training.strategy_scope(strategy):
+    steps = args.epochs * common.steps_per_epoch(len(x_train), args.batch_size)
+    with common.strategy_scope(strategy):
         model = Seq2SeqTransformer.from_preset(
             args.preset, source_vocab_size=source_tokenizer.vocab_size, target_vocab_size=target_tokenizer.vocab_size,
             max_length=args.max_length, dropout=args.dropout, tie_embeddings=True,
         )
-        optimizer = training.adamw(args, steps, beta_2=0.98)
+        optimizer = common.adamw(args, steps, beta_2=0.98)
         model.compile_for_training(optimizer=optimizer, label_smoothing=args.label_smoothing, jit_compile=args.jit)
 
     pieces = [target_tokenizer.id_to_piece(i) for i in range(target_tokenizer.vocab_size)]
     source_pieces = [source_tokenizer.id_to_piece(i) for i in range(source_tokenizer.vocab_size)]
     sample = (x_valid[:1, : int((x_valid[0] > 0).sum())], y_valid[:1, : int((y_valid[0] > 0).sum()) - 1])
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), tokens=(source_pieces, pieces))]
-    callbacks = training.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
+    callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
     model.fit(translation.make_dataset(x_train, y_train, args.batch_size, shuffle=True, seed=args.seed),  # shuffled there
               validation_data=translation.make_dataset(x_valid, y_valid, args.batch_size),
               epochs=args.epochs, callbacks=callbacks, shuffle=False, verbose=2)
@@ -187,7 +188,7 @@ def main(argv=None, extra_callbacks=()):
         visualize.save_figure(figure, os.path.join(output_dir, f"alignment_{i}.png"))
 
     translator.save(os.path.join(output_dir, "translator"))
-    summary = training.finish(model, output_dir, args, metrics, started, extra={"bleu_signature": signature})
+    summary = common.finish(model, output_dir, args, metrics, started, extra={"bleu_signature": signature})
     print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")
     return summary
 

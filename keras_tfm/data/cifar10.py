@@ -27,7 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.training import DataUnavailable
+from keras_tfm.data import DataUnavailable
 
 CLASS_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 IMAGE_SIZE = 32

@@ -20,7 +20,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.training import DataUnavailable, first_line
+from keras_tfm.data import DataUnavailable, first_line
 
 CLASS_NAMES = ("neg", "pos")  # label 0, label 1: the folder names of aclImdb and the order tfds uses
 DOWNLOAD_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"

@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from keras_tfm.training import DataUnavailable, first_line
+from keras_tfm.data import DataUnavailable, first_line
 
 SPLITS = ("train", "validation", "test")
 MULTI30K_URL = "https://github.com/multi30k/dataset/tree/master/data/task1/raw"

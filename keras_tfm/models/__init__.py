@@ -3,7 +3,6 @@
 from keras_tfm.models.presets import SEQ2SEQ_PRESETS, TEXT_CLASSIFIER_PRESETS, VIT_PRESETS
 from keras_tfm.models.seq2seq import Seq2SeqTransformer
 from keras_tfm.models.text_classifier import TextClassifier
-from keras_tfm.models.translator import Translator
 from keras_tfm.models.vit import ViT
 from keras_tfm.models.vit_weights import load_vit_weights
 
@@ -12,7 +11,6 @@ __all__ = [
     "Seq2SeqTransformer",
     "TEXT_CLASSIFIER_PRESETS",
     "TextClassifier",
-    "Translator",
     "VIT_PRESETS",
     "ViT",
     "load_vit_weights",

@@ -15,6 +15,7 @@ from keras import ops
 
 from keras_tfm.layers import DecoderBlock, EncoderBlock, TokenEmbedding
 from keras_tfm.layers import _checks
+from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
 from keras_tfm.models import generation
 from keras_tfm.models.presets import SEQ2SEQ_PRESETS, resolve_preset
 
@@ -151,8 +152,6 @@ class Seq2SeqTransformer(keras.Model):
             label_smoothing: label smoothing of the cross-entropy (0.1 in the paper).
             **kwargs: passed on to `compile` (e.g. `jit_compile`, `steps_per_execution`).
         """
-        from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
-
         self.compile(
             optimizer=optimizer or keras.optimizers.Adam(1e-3, clipnorm=1.0),
             loss=MaskedSparseCategoricalCrossentropy(from_logits=True, label_smoothing=label_smoothing),

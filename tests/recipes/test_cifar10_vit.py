@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from keras_tfm.data import cifar10
-from keras_tfm.training import DataUnavailable
+from keras_tfm.data import DataUnavailable
 from recipes import cifar10_vit
 
 

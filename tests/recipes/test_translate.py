@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_tfm.data import translation
-from keras_tfm.models import Translator
+from keras_tfm.text import Translator
 from recipes import translate
 from tests.helpers import epochs_in
 

@@ -9,9 +9,12 @@ Saved as one folder, which `Translator.load` reads back:
 import json
 import os
 
+import keras
 import numpy as np
 
-from keras_tfm.text import END, START, SubwordTokenizer
+from keras_tfm.attention_probe import attention_maps
+from keras_tfm.models.seq2seq import Seq2SeqTransformer
+from keras_tfm.text.tokenizer import END, START, SubwordTokenizer
 
 FORMAT = "keras_tfm.Translator"
 
@@ -34,8 +37,6 @@ class Translator:
     """
 
     def __init__(self, model, source_tokenizer, target_tokenizer=None):
-        from keras_tfm.models.seq2seq import Seq2SeqTransformer
-
         target_tokenizer = source_tokenizer if target_tokenizer is None else target_tokenizer
         if not isinstance(model, Seq2SeqTransformer):
             raise TypeError(f"`model` must be a Seq2SeqTransformer. Received: {type(model).__name__}")
@@ -97,8 +98,6 @@ class Translator:
             `(source_pieces, target_pieces, weights)`: the subword pieces as strings (the target's end with
             "</s>") and `(target_len, source_len)` weights; draw it with `keras_tfm.visualize.plot_alignment`.
         """
-        from keras_tfm.attention_probe import attention_maps
-
         source = self.source_tokenizer.encode_padded([source_text], self.model.max_length)
         target = self.target_tokenizer.encode_padded([target_text], self.model.max_length + 1, add_start=True,
                                                      add_end=True)
@@ -124,8 +123,6 @@ class Translator:
     @classmethod
     def load(cls, directory):
         """The `Translator` that `save(directory)` wrote."""
-        import keras
-
         manifest = os.path.join(directory, "translator.json")
         if not os.path.isfile(manifest):
             raise ValueError(f"{directory!r} is not a saved Translator: it has no translator.json.")

@@ -1,4 +1,4 @@
-"""Text in, text out: a subword tokenizer learned from training text, and corpus BLEU computed the sacreBLEU way.
+"""A subword tokenizer learned from training text.
 
 `SubwordTokenizer` wraps SentencePiece (Kudo & Richardson, 2018), the tokenizer of many translation systems:
 it learns a vocabulary of word pieces (unigram language model or BPE) from raw sentences, needs no
@@ -11,10 +11,6 @@ Token ids follow the keras_tfm convention: 0 = padding, then 1 = unknown, 2 = st
     tokenizer = SubwordTokenizer.train(english + german, vocab_size=8000)
     ids = tokenizer.encode(["A man rides a bike."])            # [[ 6, 15, 202, ...]]
     tokenizer.decode(ids)                                      # ["A man rides a bike."]
-
-`corpus_bleu(hypotheses, references)` is BLEU (Papineni et al., 2002) as sacreBLEU computes it: detokenized
-hypotheses against raw references, its "13a" tokenization, corpus-level n-gram statistics, exponential
-smoothing. It calls the `sacrebleu` package, so numbers are comparable with published sacreBLEU scores.
 """
 
 import io
@@ -155,31 +151,3 @@ class SubwordTokenizer:
 
     def __repr__(self):
         return f"SubwordTokenizer(vocab_size={self.vocab_size})"
-
-
-def corpus_bleu(hypotheses, references, lowercase=False):
-    """Corpus BLEU in [0, 100], computed by sacreBLEU (13a tokenization, exponential smoothing).
-
-    Args:
-        hypotheses: list of detokenized system outputs (strings).
-        references: list of reference strings, one per hypothesis; for several references per sentence, a
-            list of such lists (each one reference for every hypothesis, as sacreBLEU takes them).
-        lowercase: case-insensitive BLEU.
-
-    Returns:
-        `(score, signature)`: the BLEU score and sacreBLEU's signature string, which says how it was computed
-        (report it next to the score).
-    """
-    import sacrebleu
-
-    hypotheses = list(hypotheses)
-    reference_sets = [list(references)] if references and isinstance(references[0], str) else [list(r) for r in references]
-    for number, reference_set in enumerate(reference_sets):
-        if len(reference_set) != len(hypotheses):
-            raise ValueError(
-                f"`references` must have one entry per hypothesis: got {len(hypotheses)} hypotheses and "
-                f"{len(reference_set)} references (set {number})."
-            )
-    metric = sacrebleu.BLEU(lowercase=lowercase)
-    score = metric.corpus_score(hypotheses, reference_sets)
-    return score.score, str(metric.get_signature())

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from keras_tfm.models import Seq2SeqTransformer, Translator
+from keras_tfm.models import Seq2SeqTransformer
+from keras_tfm.text import Translator
 from keras_tfm.text import SubwordTokenizer
 
 SENTENCES = ["A dog runs on the beach.", "Two men are talking.", "A girl with a red ball.", "The cat sleeps."]

@@ -25,6 +25,8 @@ import keras
 import numpy as np
 from matplotlib.figure import Figure
 
+from keras_tfm.data import DataUnavailable
+
 DISTRIBUTE = ("none", "mirrored", "multiworker")
 
 
@@ -194,17 +196,6 @@ def finish(model, output_dir, args, metrics, started, extra=None):
 
 def steps_per_epoch(samples, batch_size):
     return max(1, math.ceil(samples / batch_size))
-
-
-class DataUnavailable(RuntimeError):
-    """Raised by a data loader that cannot find or download its data set; the message says what it tried and
-    how to provide the data. Recipes print it and exit with status 2 instead of showing a traceback."""
-
-
-def first_line(error):
-    """The first line of an exception's message (a loader's own exceptions can be pages long)."""
-    text = str(error).strip()
-    return text.splitlines()[0].rstrip(".") if text else "(no message)"
 
 
 @contextmanager

@@ -1,0 +1,81 @@
+"""The package's imports run one way: layers <- models <- (text, insight) <- recipes.
+
+Read from the source (the AST), not from `sys.modules`: Keras itself imports matplotlib and TensorFlow imports
+argparse, so only our own `import` statements say which way our code depends.
+"""
+
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_tfm"
+
+# Each part of keras_tfm and the parts it may import. "insight" = attention_probe, visualize, callbacks.
+ALLOWED = {
+    "layers": {"layers"},
+    "metrics": set(),
+    "models": {"layers", "metrics", "models"},
+    "attention_probe": {"layers"},
+    "visualize": set(),
+    "callbacks": {"layers", "attention_probe", "visualize"},
+    "text": {"layers", "models", "attention_probe", "text"},
+    "data": {"data"},
+    "__init__": {"layers", "metrics", "models", "attention_probe", "visualize", "callbacks", "text", "data"},
+}
+NEVER_AT_IMPORT_TIME = {"matplotlib", "argparse", "recipes", "IPython"}
+
+
+def _part(path):
+    relative = path.relative_to(PACKAGE)
+    return relative.parts[0].removesuffix(".py")
+
+
+def _imports(tree):
+    """(module name, at import time?) for every import in a module; 'at import time' = not inside a function."""
+    found = []
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.Import):
+                found.extend((alias.name, not in_function) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    raise AssertionError("relative imports are not used in keras_tfm")
+                module = child.module or ""
+                if module == "keras_tfm":  # `from keras_tfm import visualize` names a part
+                    found.extend((f"keras_tfm.{alias.name}", not in_function) for alias in child.names)
+                else:
+                    found.append((module, not in_function))
+            visit(child, inside)
+
+    visit(tree, False)
+    return found
+
+
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_part_of_the_package_is_covered():
+    assert {_part(path) for path in SOURCES} <= set(ALLOWED)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_run_one_way(path):
+    part = _part(path)
+    for module, at_import_time in _imports(ast.parse(path.read_text(), str(path))):
+        top = module.split(".")[0]
+        if at_import_time:
+            assert top not in NEVER_AT_IMPORT_TIME, f"{path.name} imports {module} at import time"
+        if top == "recipes":
+            raise AssertionError(f"{path.name} imports {module}: keras_tfm never depends on the recipes")
+        if top == "keras_tfm" and "." in module:
+            target = module.split(".")[1]
+            assert target in ALLOWED[part], f"{path.name} ({part}) must not import {module}"
+            assert at_import_time, f"{path.name} hides `import {module}` inside a function"
+
+
+def test_the_checker_sees_a_wrong_import():
+    tree = ast.parse("from keras_tfm.models import ViT\n\ndef f():\n    import matplotlib\n")
+    assert _imports(tree) == [("keras_tfm.models", True), ("matplotlib", False)]
