@@ -18,6 +18,32 @@ def _token_weights(y_true, ignore_id, sample_weight=None):
     return weights
 
 
+def _take_label(values, y_true):
+    """`values[b, t, y_true[b, t]]`: `(batch, length, vocab)`, `(batch, length)` -> `(batch, length)`."""
+    labels = ops.where(y_true < 0, 0, y_true)  # the ignore id may be negative; its loss is weighted out anyway
+    return ops.take_along_axis(values, labels[..., None], axis=-1)[..., 0]
+
+
+def _check_shifted(y_true, y_pred):
+    """Labels and predictions must be equally long; off by one almost always means unshifted targets."""
+    true_length, pred_length = _static(y_true.shape, 1), _static(y_pred.shape, 1)
+    if true_length is None or pred_length is None or true_length == pred_length:
+        return
+    hint = ""
+    if abs(true_length - pred_length) == 1:
+        hint = (" Off by one: shift the targets for teacher forcing, "
+                "`model.fit((source, target[:, :-1]), target[:, 1:])` (the decoder reads tokens 0..n-1 and "
+                "predicts tokens 1..n).")
+    raise ValueError(
+        f"The labels have {true_length} positions but the predictions {pred_length} "
+        f"(labels shape {tuple(y_true.shape)}, predictions shape {tuple(y_pred.shape)}).{hint}"
+    )
+
+
+def _static(shape, axis):
+    return shape[axis] if len(shape) > axis and isinstance(shape[axis], int) else None
+
+
 @keras.saving.register_keras_serializable(package="keras_tfm")
 class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     """Token-level cross-entropy averaged over the positions whose label is not `ignore_id`.
@@ -43,13 +69,21 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         return self.call(y_true, y_pred, sample_weight)
 
     def call(self, y_true, y_pred, sample_weight=None):
+        _check_shifted(y_true, y_pred)
         y_true = ops.cast(y_true, "int32")
-        y_pred = ops.cast(y_pred, "float32")
-        vocab = ops.shape(y_pred)[-1]
-        targets = ops.one_hot(y_true, vocab)  # (batch, length, vocab)
-        if self.label_smoothing:
-            targets = targets * (1.0 - self.label_smoothing) + self.label_smoothing / ops.cast(vocab, "float32")
-        losses = keras.losses.categorical_crossentropy(targets, y_pred, from_logits=self.from_logits)
+        y_pred = ops.cast(y_pred, "float32")  # (batch, length, vocab)
+        # Cross-entropy against the smoothed target (1 - ε)·onehot + ε/V, written without the one-hot:
+        #   loss = -(1 - ε)·log p[label] - ε·mean_v(log p[v]),   with log p = logits - logsumexp(logits).
+        # Every temporary is (batch, length): no (batch, length, vocab) target tensor is ever built.
+        if self.from_logits:
+            normaliser = ops.logsumexp(y_pred, axis=-1)  # (batch, length)
+            log_p_label = _take_label(y_pred, y_true) - normaliser
+            mean_log_p = ops.mean(y_pred, axis=-1) - normaliser
+        else:
+            log_p = ops.log(ops.clip(y_pred / ops.sum(y_pred, axis=-1, keepdims=True), 1e-7, 1.0))
+            log_p_label = _take_label(log_p, y_true)
+            mean_log_p = ops.mean(log_p, axis=-1)
+        losses = -(1.0 - self.label_smoothing) * log_p_label - self.label_smoothing * mean_log_p  # (batch, length)
         weights = _token_weights(y_true, self.ignore_id, sample_weight)
         return ops.sum(losses * weights) / ops.maximum(ops.sum(weights), 1.0)
 
@@ -78,6 +112,7 @@ class MaskedAccuracy(keras.metrics.Metric):
         self.count = self.add_variable(shape=(), initializer="zeros", name="count")
 
     def update_state(self, y_true, y_pred, sample_weight=None):
+        _check_shifted(y_true, y_pred)
         y_true = ops.cast(y_true, "int32")
         predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
         weights = _token_weights(y_true, self.ignore_id, sample_weight)

@@ -1,7 +1,10 @@
 """Argument checks shared by the layers: each raises a ValueError naming the argument, the value and what
 was expected, before TensorFlow/JAX would fail deep inside with a shape error."""
 
+import difflib
+import inspect
 import numbers
+import warnings
 
 import keras
 
@@ -68,3 +71,46 @@ def concrete_value(x):
         return keras.ops.convert_to_numpy(x)
     except Exception:  # symbolic tensors and tracers of every backend raise their own error types
         return None
+
+
+# Keyword arguments `keras.layers.Layer.__init__` takes besides those in its signature (legacy shape arguments).
+_LAYER_EXTRA_KEYWORDS = {"input_shape", "input_dim"}
+MODEL_KEYWORDS = {"name", "trainable", "dtype"}
+
+
+def layer_keywords():
+    """The keyword arguments every Keras layer accepts (`name`, `dtype`, `trainable`, ...)."""
+    parameters = inspect.signature(keras.layers.Layer.__init__).parameters
+    return {name for name, p in parameters.items() if p.kind == p.KEYWORD_ONLY} | _LAYER_EXTRA_KEYWORDS
+
+
+def known_keywords(owner, kwargs, accepted, signature_of=None):
+    """A TypeError for the first keyword in `kwargs` that `owner` (a class) does not take, naming the closest
+    valid one: `ViT(num_class=10)` must fail, not build a 1000-class model. The valid names are `accepted` plus
+    the parameters of `signature_of.__init__` (default: `owner`'s)."""
+    for name in kwargs:
+        if name in accepted:
+            continue
+        valid = sorted(
+            ({p for p in inspect.signature((signature_of or owner).__init__).parameters if p not in ("self", "kwargs")} | set(accepted))
+        )
+        close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+        hint = f" Did you mean `{close[0]}`?" if close else ""
+        raise TypeError(
+            f"{owner.__name__} got an unexpected keyword argument `{name}` (= {kwargs[name]!r}).{hint} "
+            f"Valid arguments: {', '.join(valid)}."
+        )
+
+
+def renamed(owner, kwargs, old, new, value, default=None):
+    """Reads a deprecated argument name: returns the value under `old` (with a FutureWarning) or `value`.
+    Old names keep working for one release, and `.keras` files saved with them still load."""
+    if old not in kwargs:
+        return value
+    old_value = kwargs.pop(old)
+    if value is not default and value != old_value:
+        raise TypeError(f"{owner}: pass `{new}` only (`{old}` is its old name). Received: {old}={old_value!r}, "
+                        f"{new}={value!r}")
+    warnings.warn(f"{owner}: `{old}` is deprecated, use `{new}` (same meaning); `{old}` goes in the next release.",
+                  FutureWarning, stacklevel=3)
+    return old_value

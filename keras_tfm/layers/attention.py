@@ -49,9 +49,10 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel_initializer: initializer of the projection kernels.
         bias_initializer: initializer of the projection biases.
         seed: seed of the attention dropout.
-        scale: factor applied to the logits `QKᵀ`. None (default) is the paper's `1/√d_k`, which keeps the
-            logits' variance near 1 whatever the head size; `scale=1.0` switches the scaling off (an ablation:
-            `python -m recipes.experiments scaling`).
+        attention_scale: factor applied to the logits `QKᵀ`. None (default) is the paper's `1/√d_k`, which keeps
+            the logits' variance near 1 whatever the head size; `attention_scale=1.0` switches the scaling off (an
+            ablation: `python -m recipes.experiments scaling`). The same name as in `EncoderBlock`/`DecoderBlock`;
+            the old name `scale` still works, with a FutureWarning, for one release.
         **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -85,6 +86,13 @@ class MultiHeadAttention(keras.layers.Layer):
 
     A query whose keys are all masked (an all-padding sample) gets uniform weights and a finite output.
 
+    Attributes:
+        score_recorder: None, or a callable `(layer, weights)` that the explicit path calls with the
+            `(batch, heads, query_len, key_len)` attention weights of every call while it is set (and the
+            explicit path is then used even when the weights are not returned). `keras_tfm.attention_maps` sets
+            it for one forward pass to read the weights of layers nested anywhere in a model; set it yourself to
+            log or probe attention without changing the model's outputs.
+
     Example:
 
     >>> mha = MultiHeadAttention(num_heads=4)
@@ -105,12 +113,14 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         seed=None,
-        scale=None,
+        attention_scale=None,
         **kwargs,
     ):
+        attention_scale = _checks.renamed("MultiHeadAttention", kwargs, "scale", "attention_scale", attention_scale)
+        _checks.known_keywords(MultiHeadAttention, kwargs, _checks.layer_keywords())
         super().__init__(**kwargs)
         _checks.positive_int("num_heads", num_heads)
-        _checks.positive_number("scale", scale, allow_none=True)
+        _checks.positive_number("attention_scale", attention_scale, allow_none=True)
         _checks.positive_int("key_dim", key_dim, allow_none=True)
         _checks.positive_int("value_dim", value_dim, allow_none=True)
         _checks.positive_int("output_dim", output_dim, allow_none=True)
@@ -124,10 +134,10 @@ class MultiHeadAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
-        self.scale = scale
+        self.attention_scale = attention_scale
         self.supports_masking = True
         self.attention_dropout = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
-        # Set by `keras_tfm.attention_maps` for one call: receives (layer, weights) from the explicit path.
+        # A hook, part of the layer's API (see "Attributes" above): `keras_tfm.attention_maps` sets it for one call.
         self.score_recorder = None
 
     def __call__(self, query, value=None, key=None, **kwargs):
@@ -277,8 +287,8 @@ class MultiHeadAttention(keras.layers.Layer):
 
     @property
     def logit_scale(self):
-        """The factor on `QKᵀ`: `scale`, or `1/√d_k` (the paper)."""
-        return 1.0 / math.sqrt(self.head_key_dim) if self.scale is None else float(self.scale)
+        """The factor on `QKᵀ`: `attention_scale`, or `1/√d_k` (the paper)."""
+        return 1.0 / math.sqrt(self.head_key_dim) if self.attention_scale is None else float(self.attention_scale)
 
     def compute_attention(self, query, key, value, mask=None, training=None):
         """The explicit scaled dot-product attention; subclasses may override it.
@@ -348,7 +358,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "seed": self.seed,
-                "scale": self.scale,
+                "attention_scale": self.attention_scale,
             }
         )
         return config

@@ -32,6 +32,7 @@ class ClassToken(keras.layers.Layer):
     """
 
     def __init__(self, initializer="zeros", **kwargs):
+        _checks.known_keywords(ClassToken, kwargs, _checks.layer_keywords())
         super().__init__(**kwargs)
         self.initializer = keras.initializers.get(initializer)
         self.supports_masking = True

@@ -15,14 +15,11 @@ computed once and stored, so each new token costs one position's work instead of
 import keras
 
 from keras_tfm.layers import _checks
-from keras_tfm.layers.attention import MultiHeadAttention
-from keras_tfm.layers.drop_path import DropPath
-from keras_tfm.layers.encoder_block import check_width
-from keras_tfm.layers.feed_forward import FeedForward
+from keras_tfm.layers._block import TransformerBlockBase, check_width
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class DecoderBlock(keras.layers.Layer):
+class DecoderBlock(TransformerBlockBase):
     """Causal self-attention, optional cross-attention over `context`, and a feed-forward network.
 
     Whether the block has cross-attention is decided by its first call (or `build`): called with a
@@ -39,7 +36,7 @@ class DecoderBlock(keras.layers.Layer):
         drop_path: stochastic-depth rate of the residual branches.
         key_dim: size of each head; defaults to `dim // num_heads`.
         attention_scale: factor on the attention logits; None = `1/√key_dim` (see `MultiHeadAttention`).
-        seed: seed of the dropouts.
+        seed: seed of the dropouts; each random sublayer gets its own seed derived from it.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -71,62 +68,17 @@ class DecoderBlock(keras.layers.Layer):
     ((2, 7, 32), (2, 4, 7, 7), (2, 4, 7, 9))
     """
 
-    def __init__(
-        self,
-        num_heads,
-        mlp_dim,
-        dropout=0.0,
-        attention_dropout=0.0,
-        norm_first=True,
-        layer_norm_epsilon=1e-6,
-        activation="gelu",
-        drop_path=0.0,
-        key_dim=None,
-        attention_scale=None,
-        seed=None,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        _checks.positive_int("num_heads", num_heads)
-        _checks.positive_int("mlp_dim", mlp_dim)
-        _checks.rate("dropout", dropout)
-        _checks.rate("attention_dropout", attention_dropout)
-        _checks.rate("drop_path", drop_path)
-        self.num_heads = num_heads
-        self.mlp_dim = mlp_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.activation = keras.activations.get(activation)
-        self.drop_path = drop_path
-        self.key_dim = key_dim
-        self.attention_scale = attention_scale
-        self.seed = seed
-        self.supports_masking = True
+    def __init__(self, num_heads, mlp_dim, **kwargs):
+        super().__init__(num_heads, mlp_dim, **kwargs)
         self.has_cross_attention = False
-
-        policy = self.dtype_policy
-
-        def norm(name):
-            return keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy, name=name)
-
-        def attention(name):
-            return MultiHeadAttention(
-                num_heads, key_dim=key_dim, scale=attention_scale, dropout=attention_dropout, seed=seed,
-                dtype=policy, name=name,
-            )
-
-        self.self_attention_norm = norm("self_attention_norm")
-        self.self_attention = attention("self_attention")
-        self.cross_attention_norm = norm("cross_attention_norm")
-        self.cross_attention = attention("cross_attention")
-        self.feed_forward_norm = norm("feed_forward_norm")
-        self.feed_forward = FeedForward(
-            mlp_dim, activation=activation, dropout=dropout, seed=seed, dtype=policy, name="feed_forward"
-        )
-        self.attention_output_dropout = keras.layers.Dropout(dropout, seed=seed, dtype=policy)
-        self.drop_path_layer = DropPath(drop_path, seed=seed, dtype=policy)
+        self.self_attention_norm = self._norm("self_attention_norm")
+        self.self_attention = self._attention("self_attention")
+        self.cross_attention_norm = self._norm("cross_attention_norm")
+        self.cross_attention = self._attention("cross_attention")
+        self.feed_forward_norm = self._norm("feed_forward_norm")
+        self.feed_forward = self._feed_forward()
+        self.attention_output_dropout = self._dropout()
+        self.drop_path_layer = self._drop_path()
 
     def build(self, x_shape, context_shape=None):
         _checks.rank("x", x_shape, 3, "(batch, target_len, dim)")
@@ -250,22 +202,3 @@ class DecoderBlock(keras.layers.Layer):
 
         outputs = (x,) + tuple(scores) + ((new_cache,) if cache is not None else ())
         return outputs if len(outputs) > 1 else x
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "mlp_dim": self.mlp_dim,
-                "dropout": self.dropout,
-                "attention_dropout": self.attention_dropout,
-                "norm_first": self.norm_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "activation": keras.activations.serialize(self.activation),
-                "drop_path": self.drop_path,
-                "key_dim": self.key_dim,
-                "attention_scale": self.attention_scale,
-                "seed": self.seed,
-            }
-        )
-        return config

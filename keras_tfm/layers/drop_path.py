@@ -33,6 +33,7 @@ class DropPath(keras.layers.Layer):
     """
 
     def __init__(self, rate=0.0, seed=None, **kwargs):
+        _checks.known_keywords(DropPath, kwargs, _checks.layer_keywords())
         super().__init__(**kwargs)
         _checks.rate("rate", rate)
         self.rate = rate

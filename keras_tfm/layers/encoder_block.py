@@ -10,22 +10,10 @@ and deep stacks train without a learning-rate warm-up; post-norm is the paper's 
 import keras
 
 from keras_tfm.layers import _checks
-from keras_tfm.layers.attention import MultiHeadAttention
-from keras_tfm.layers.drop_path import DropPath
-from keras_tfm.layers.feed_forward import FeedForward
-
-
-def check_width(dim, num_heads, key_dim):
-    """The block width must split evenly into heads unless the head size is given."""
-    if key_dim is None and dim is not None and dim % num_heads:
-        raise ValueError(
-            f"`dim` ({dim}) must be divisible by `num_heads` ({num_heads}): each head gets dim / num_heads "
-            "channels. Change the width or the number of heads, or pass `key_dim`."
-        )
-
+from keras_tfm.layers._block import TransformerBlockBase, check_width
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class EncoderBlock(keras.layers.Layer):
+class EncoderBlock(TransformerBlockBase):
     """Self-attention and a feed-forward network, each wrapped in a residual connection and layer norm.
 
     Args:
@@ -39,7 +27,7 @@ class EncoderBlock(keras.layers.Layer):
         drop_path: stochastic-depth rate of both residual branches.
         key_dim: size of each head; defaults to `dim // num_heads`.
         attention_scale: factor on the attention logits; None = `1/√key_dim` (see `MultiHeadAttention`).
-        seed: seed of the dropouts.
+        seed: seed of the dropouts; each random sublayer gets its own seed derived from it.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -63,56 +51,14 @@ class EncoderBlock(keras.layers.Layer):
     ((2, 10, 32), (2, 4, 10, 10))
     """
 
-    def __init__(
-        self,
-        num_heads,
-        mlp_dim,
-        dropout=0.0,
-        attention_dropout=0.0,
-        norm_first=True,
-        layer_norm_epsilon=1e-6,
-        activation="gelu",
-        drop_path=0.0,
-        key_dim=None,
-        attention_scale=None,
-        seed=None,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        _checks.positive_int("num_heads", num_heads)
-        _checks.positive_int("mlp_dim", mlp_dim)
-        _checks.rate("dropout", dropout)
-        _checks.rate("attention_dropout", attention_dropout)
-        _checks.rate("drop_path", drop_path)
-        self.num_heads = num_heads
-        self.mlp_dim = mlp_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.activation = keras.activations.get(activation)
-        self.drop_path = drop_path
-        self.key_dim = key_dim
-        self.attention_scale = attention_scale
-        self.seed = seed
-        self.supports_masking = True
-
-        policy = self.dtype_policy
-        self.attention_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=policy, name="attention_norm"
-        )
-        self.attention = MultiHeadAttention(
-            num_heads, key_dim=key_dim, scale=attention_scale, dropout=attention_dropout, seed=seed, dtype=policy,
-            name="attention",
-        )
-        self.attention_output_dropout = keras.layers.Dropout(dropout, seed=seed, dtype=policy)
-        self.feed_forward_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=policy, name="feed_forward_norm"
-        )
-        self.feed_forward = FeedForward(
-            mlp_dim, activation=activation, dropout=dropout, seed=seed, dtype=policy, name="feed_forward"
-        )
-        self.drop_path_layer = DropPath(drop_path, seed=seed, dtype=policy)
+    def __init__(self, num_heads, mlp_dim, **kwargs):
+        super().__init__(num_heads, mlp_dim, **kwargs)
+        self.attention_norm = self._norm("attention_norm")
+        self.attention = self._attention("attention")
+        self.attention_output_dropout = self._dropout()
+        self.feed_forward_norm = self._norm("feed_forward_norm")
+        self.feed_forward = self._feed_forward()
+        self.drop_path_layer = self._drop_path()
 
     def build(self, x_shape):
         _checks.rank("x", x_shape, 3, "(batch, length, dim)")
@@ -147,22 +93,3 @@ class EncoderBlock(keras.layers.Layer):
         if not self.norm_first:
             x = self.feed_forward_norm(x)
         return (x, scores) if return_attention_scores else x
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "mlp_dim": self.mlp_dim,
-                "dropout": self.dropout,
-                "attention_dropout": self.attention_dropout,
-                "norm_first": self.norm_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "activation": keras.activations.serialize(self.activation),
-                "drop_path": self.drop_path,
-                "key_dim": self.key_dim,
-                "attention_scale": self.attention_scale,
-                "seed": self.seed,
-            }
-        )
-        return config

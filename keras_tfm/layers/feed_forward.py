@@ -1,7 +1,7 @@
 """The position-wise feed-forward network (Vaswani et al., 2017, section 3.3): FFN(x) = W₂ act(W₁ x + b₁) + b₂.
 
 Attention mixes information *between* positions; this two-layer MLP then transforms each position on its
-own (the same weights at every position), widening to `hidden_dim` (4 × d_model in the paper) and back.
+own (the same weights at every position), widening to `mlp_dim` (4 × d_model in the paper) and back.
 """
 
 import keras
@@ -15,7 +15,8 @@ class FeedForward(keras.layers.Layer):
     """Two dense layers with an activation and dropout between them, applied to every position alike.
 
     Args:
-        hidden_dim: width of the hidden layer (`d_ff`).
+        mlp_dim: width of the hidden layer (`d_ff`); the same name as in the blocks and models (the old name
+            `hidden_dim` still works, with a FutureWarning, for one release).
         activation: activation of the hidden layer (`"gelu"` as in ViT/BERT; the paper used `"relu"`).
         dropout: dropout rate after the activation and after the output projection.
         output_dim: width of the output; defaults to the input width.
@@ -32,14 +33,14 @@ class FeedForward(keras.layers.Layer):
 
     Example:
 
-    >>> ffn = FeedForward(hidden_dim=128)
+    >>> ffn = FeedForward(mlp_dim=128)
     >>> tuple(ffn(np.zeros((2, 10, 32), "float32")).shape)
     (2, 10, 32)
     """
 
     def __init__(
         self,
-        hidden_dim,
+        mlp_dim=None,
         activation="gelu",
         dropout=0.0,
         output_dim=None,
@@ -47,11 +48,13 @@ class FeedForward(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
+        mlp_dim = _checks.renamed("FeedForward", kwargs, "hidden_dim", "mlp_dim", mlp_dim)
+        _checks.known_keywords(FeedForward, kwargs, _checks.layer_keywords())
         super().__init__(**kwargs)
-        _checks.positive_int("hidden_dim", hidden_dim)
+        _checks.positive_int("mlp_dim", mlp_dim)
         _checks.positive_int("output_dim", output_dim, allow_none=True)
         _checks.rate("dropout", dropout)
-        self.hidden_dim = hidden_dim
+        self.mlp_dim = mlp_dim
         self.activation = keras.activations.get(activation)
         self.dropout = dropout
         self.output_dim = output_dim
@@ -59,7 +62,7 @@ class FeedForward(keras.layers.Layer):
         self.seed = seed
         self.supports_masking = True
         self.hidden = keras.layers.Dense(
-            hidden_dim,
+            mlp_dim,
             activation=self.activation,
             kernel_initializer=clone_initializer(kernel_initializer),
             dtype=self.dtype_policy,
@@ -78,11 +81,11 @@ class FeedForward(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="output",
         )
-        self.output_projection.build(tuple(x_shape[:-1]) + (self.hidden_dim,))
+        self.output_projection.build(tuple(x_shape[:-1]) + (self.mlp_dim,))
         self.built = True
 
     def call(self, x, training=None):
-        h = self.hidden(x)  # (batch, ..., hidden_dim)
+        h = self.hidden(x)  # (batch, ..., mlp_dim)
         h = self.hidden_dropout(h, training=training)
         y = self.output_projection(h)  # (batch, ..., output_dim)
         return self.output_dropout(y, training=training)
@@ -94,7 +97,7 @@ class FeedForward(keras.layers.Layer):
         config = super().get_config()
         config.update(
             {
-                "hidden_dim": self.hidden_dim,
+                "mlp_dim": self.mlp_dim,
                 "activation": keras.activations.serialize(self.activation),
                 "dropout": self.dropout,
                 "output_dim": self.output_dim,

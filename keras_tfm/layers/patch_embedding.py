@@ -92,6 +92,7 @@ class PatchEmbedding(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
+        _checks.known_keywords(PatchEmbedding, kwargs, _checks.layer_keywords())
         super().__init__(**kwargs)
         patch_shape = tuple(patch_size) if isinstance(patch_size, (tuple, list)) else (patch_size, patch_size)
         if len(patch_shape) != 2:

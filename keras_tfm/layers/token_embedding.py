@@ -77,6 +77,7 @@ class TokenEmbedding(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
+        _checks.known_keywords(TokenEmbedding, kwargs, _checks.layer_keywords())
         super().__init__(**kwargs)
         _checks.positive_int("vocab_size", vocab_size)
         _checks.positive_int("dim", dim)

@@ -17,13 +17,14 @@ from keras_tfm.layers import DecoderBlock, EncoderBlock, TokenEmbedding
 from keras_tfm.layers import _checks
 from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
 from keras_tfm.models import generation
-from keras_tfm.models.presets import SEQ2SEQ_PRESETS, resolve_preset
+from keras_tfm.models._base import PresetModel
+from keras_tfm.models.presets import SEQ2SEQ_PRESETS
 
 _NEG = -1e9  # log-probability of impossible beam extensions (finite, so no inf - inf = NaN)
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class Seq2SeqTransformer(keras.Model):
+class Seq2SeqTransformer(PresetModel, keras.Model):
     """Encoder-decoder Transformer on token ids (0 = padding in both languages).
 
     Layer names: `source_embedding`, `encoder_block_{i}`, `encoder_norm` (pre-norm), `target_embedding`,
@@ -63,6 +64,8 @@ class Seq2SeqTransformer(keras.Model):
     >>> model.generate(source, max_length=12, start_id=1, end_id=2)  # doctest: +SKIP
     """
 
+    PRESETS = SEQ2SEQ_PRESETS
+
     def __init__(
         self,
         source_vocab_size,
@@ -84,6 +87,7 @@ class Seq2SeqTransformer(keras.Model):
         layer_norm_epsilon=1e-6,
         **kwargs,
     ):
+        self.check_keywords(kwargs)
         kwargs.setdefault("name", "seq2seq_transformer")
         _checks.positive_int("encoder_depth", encoder_depth)
         _checks.positive_int("decoder_depth", decoder_depth)
@@ -120,29 +124,8 @@ class Seq2SeqTransformer(keras.Model):
         logits = keras.layers.Activation("linear", dtype="float32", name="logits")(y)  # float32 under mixed precision
         super().__init__((source, target), logits, **kwargs)
 
-        self.source_vocab_size = source_vocab_size
-        self.target_vocab_size = target_vocab_size
-        self.dim = dim
-        self.encoder_depth = encoder_depth
-        self.decoder_depth = decoder_depth
-        self.num_heads = num_heads
-        self.mlp_dim = mlp_dim
-        self.max_length = max_length
-        self.norm_first = norm_first
-        self.tie_embeddings = tie_embeddings
-        self.position = position
-        self.position_combine = position_combine
-        self.attention_scale = attention_scale
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation = activation
-        self.layer_norm_epsilon = layer_norm_epsilon
+        self.store_arguments(locals())
         self._generate_functions = {}
-
-    @classmethod
-    def from_preset(cls, preset, **kwargs):
-        """A model of a named size (`SEQ2SEQ_PRESETS`); keyword arguments (vocabulary sizes...) override it."""
-        return cls(**resolve_preset(SEQ2SEQ_PRESETS, preset, "Seq2SeqTransformer", kwargs))
 
     def compile_for_training(self, optimizer=None, label_smoothing=0.0, **kwargs):
         """`compile` with a loss and accuracy that ignore padding (target id 0).
@@ -405,30 +388,3 @@ class Seq2SeqTransformer(keras.Model):
         best = ops.argmax(final, axis=-1)[:, None]  # (batch, 1)
         tokens = ops.take_along_axis(sequences, best[:, :, None], axis=1)[:, 0, :]
         return tokens, ops.take_along_axis(final, best, axis=1)[:, 0]
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "source_vocab_size": self.source_vocab_size,
-            "target_vocab_size": self.target_vocab_size,
-            "dim": self.dim,
-            "encoder_depth": self.encoder_depth,
-            "decoder_depth": self.decoder_depth,
-            "num_heads": self.num_heads,
-            "mlp_dim": self.mlp_dim,
-            "max_length": self.max_length,
-            "norm_first": self.norm_first,
-            "tie_embeddings": self.tie_embeddings,
-            "position": self.position,
-            "position_combine": self.position_combine,
-            "attention_scale": self.attention_scale,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "activation": self.activation,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)

@@ -8,13 +8,14 @@ import keras
 
 from keras_tfm.layers import ClassToken, EncoderBlock, TokenEmbedding
 from keras_tfm.layers import _checks
-from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS, resolve_preset
+from keras_tfm.models._base import PresetModel
+from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
 
 POOLS = ("cls", "mean")
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class TextClassifier(keras.Model):
+class TextClassifier(PresetModel, keras.Model):
     """Classifies integer token sequences (0 = padding) with a Transformer encoder.
 
     Layer names: `token_embedding`, `class_token` (with `pool="cls"`), `block_0` ... `block_{depth-1}`,
@@ -46,6 +47,8 @@ class TextClassifier(keras.Model):
     (1, 2)
     """
 
+    PRESETS = TEXT_CLASSIFIER_PRESETS
+
     def __init__(
         self,
         vocab_size,
@@ -64,6 +67,7 @@ class TextClassifier(keras.Model):
         layer_norm_epsilon=1e-6,
         **kwargs,
     ):
+        self.check_keywords(kwargs)
         kwargs.setdefault("name", "text_classifier")
         _checks.one_of("pool", pool, POOLS)
         _checks.positive_int("depth", depth)
@@ -96,46 +100,4 @@ class TextClassifier(keras.Model):
         logits = keras.layers.Dense(num_classes, activation=activation, dtype="float32", name="head")(x)
         super().__init__(ids, logits, **kwargs)
 
-        self.vocab_size = vocab_size
-        self.max_length = max_length
-        self.num_classes = num_classes
-        self.dim = dim
-        self.depth = depth
-        self.num_heads = num_heads
-        self.mlp_dim = mlp_dim
-        self.pool = pool
-        self.position = position
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.norm_first = norm_first
-        self.activation = activation
-        self.layer_norm_epsilon = layer_norm_epsilon
-
-    @classmethod
-    def from_preset(cls, preset, **kwargs):
-        """A classifier of a named size (`TEXT_CLASSIFIER_PRESETS`); keyword arguments override it."""
-        return cls(**resolve_preset(TEXT_CLASSIFIER_PRESETS, preset, "TextClassifier", kwargs))
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "vocab_size": self.vocab_size,
-            "max_length": self.max_length,
-            "num_classes": self.num_classes,
-            "dim": self.dim,
-            "depth": self.depth,
-            "num_heads": self.num_heads,
-            "mlp_dim": self.mlp_dim,
-            "pool": self.pool,
-            "position": self.position,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "norm_first": self.norm_first,
-            "activation": self.activation,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
+        self.store_arguments(locals())

@@ -4,17 +4,20 @@
           -> LayerNorm -> [CLS] state (or mean of patch tokens) -> Dense logits
 """
 
+import warnings
+
 import keras
 
 from keras_tfm.layers import EncoderBlock, PatchEmbedding
 from keras_tfm.layers import _checks
-from keras_tfm.models.presets import VIT_PRESETS, resolve_preset
+from keras_tfm.models._base import PresetModel
+from keras_tfm.models.presets import VIT_PRESETS
 
-POOLS = ("cls", "gap")
+POOLS = ("cls", "mean")
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class ViT(keras.Model):
+class ViT(PresetModel, keras.Model):
     """A Vision Transformer classifier (or feature extractor), built functionally from keras_tfm layers.
 
     Layer names: `rescaling` (when `rescale`), `patch_embedding`, `block_0` ... `block_{depth-1}`,
@@ -31,7 +34,8 @@ class ViT(keras.Model):
         patch_size: int or `(height, width)` of a patch.
         num_classes: number of output classes (ignored with `include_top=False`).
         dim, depth, num_heads, mlp_dim: width, number of blocks, heads per block, MLP width.
-        pool: `"cls"` (read the [CLS] token) or `"gap"` (average the patch tokens; no [CLS] token).
+        pool: `"cls"` (read the [CLS] token) or `"mean"` (average the patch tokens; no [CLS] token), as in
+            `TextClassifier`. The old name `"gap"` still works, with a FutureWarning, for one release.
         position: `"sincos2d"` or `"learned"` position encoding.
         dropout: dropout after the patch embedding, in the blocks, and before the head.
         attention_dropout: dropout on attention weights.
@@ -55,6 +59,8 @@ class ViT(keras.Model):
     (2, 10)
     """
 
+    PRESETS = VIT_PRESETS
+
     def __init__(
         self,
         image_size=224,
@@ -76,7 +82,12 @@ class ViT(keras.Model):
         layer_norm_epsilon=1e-6,
         **kwargs,
     ):
+        self.check_keywords(kwargs)
         kwargs.setdefault("name", "vit")
+        if pool == "gap":
+            warnings.warn('ViT: pool="gap" is deprecated, use pool="mean" (same meaning, the name TextClassifier '
+                          'uses); "gap" goes in the next release.', FutureWarning, stacklevel=2)
+            pool = "mean"
         _checks.one_of("pool", pool, POOLS)
         _checks.positive_int("depth", depth)
         _checks.positive_int("channels", channels)
@@ -117,52 +128,4 @@ class ViT(keras.Model):
             outputs = keras.layers.Dense(num_classes, activation=activation, dtype="float32", name="head")(x)
         super().__init__(images, outputs, **kwargs)
 
-        self.image_size = image_size
-        self.patch_size = patch_size
-        self.num_classes = num_classes
-        self.dim = dim
-        self.depth = depth
-        self.num_heads = num_heads
-        self.mlp_dim = mlp_dim
-        self.pool = pool
-        self.position = position
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.drop_path = drop_path
-        self.include_top = include_top
-        self.activation = activation
-        self.channels = channels
-        self.rescale = rescale
-        self.layer_norm_epsilon = layer_norm_epsilon
-
-    @classmethod
-    def from_preset(cls, preset, **kwargs):
-        """A ViT of a named size (see `keras_tfm.models.presets.VIT_PRESETS`); keyword arguments override it."""
-        return cls(**resolve_preset(VIT_PRESETS, preset, "ViT", kwargs))
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "image_size": self.image_size,
-            "patch_size": self.patch_size,
-            "num_classes": self.num_classes,
-            "dim": self.dim,
-            "depth": self.depth,
-            "num_heads": self.num_heads,
-            "mlp_dim": self.mlp_dim,
-            "pool": self.pool,
-            "position": self.position,
-            "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "drop_path": self.drop_path,
-            "include_top": self.include_top,
-            "activation": self.activation,
-            "channels": self.channels,
-            "rescale": self.rescale,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
+        self.store_arguments(locals())

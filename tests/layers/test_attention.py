@@ -53,7 +53,7 @@ def test_equals_keras_multi_head_attention(masks, explicit):
 
 @pytest.mark.parametrize("scale", [None, 1.0, 0.05])
 def test_logit_scale_on_both_paths(scale):
-    layer = MultiHeadAttention(HEADS, scale=scale)
+    layer = MultiHeadAttention(HEADS, attention_scale=scale)
     query, value = random_floats(BATCH, QUERY_LEN, DIM, seed=1), random_floats(BATCH, KEY_LEN, DIM, seed=2)
     fused = layer(query, value)
     explicit, weights = layer(query, value, return_attention_scores=True)
@@ -64,7 +64,7 @@ def test_logit_scale_on_both_paths(scale):
     logits = np.einsum("bqhd,bkhd->bhqk", q, k) * (1 / math.sqrt(DIM // HEADS) if scale is None else scale)
     expected = np.exp(logits - logits.max(-1, keepdims=True))
     assert_close(weights, expected / expected.sum(-1, keepdims=True), atol=1e-5)
-    assert layer.get_config()["scale"] == scale
+    assert layer.get_config()["attention_scale"] == scale
 
 
 def test_cross_attention_with_other_widths_and_key_dim():
@@ -151,8 +151,8 @@ def test_bad_arguments():
         MultiHeadAttention(0)
     with pytest.raises(ValueError, match=r"`dropout` must be a number in \[0, 1\).*dropout=1.5"):
         MultiHeadAttention(2, dropout=1.5)
-    with pytest.raises(ValueError, match=r"`scale` must be a positive number or None.*scale=0"):
-        MultiHeadAttention(2, scale=0)
+    with pytest.raises(ValueError, match=r"`attention_scale` must be a positive number or None.*attention_scale=0"):
+        MultiHeadAttention(2, attention_scale=0)
     with pytest.raises(ValueError, match=r"`query` must have rank 3.*\(2, 10\)"):
         MultiHeadAttention(2)(random_floats(2, 10))
 

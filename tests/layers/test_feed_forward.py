@@ -26,7 +26,7 @@ def test_dropout_only_in_training():
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match=r"`hidden_dim` must be a positive integer.*hidden_dim=0"):
+    with pytest.raises(ValueError, match=r"`mlp_dim` must be a positive integer.*mlp_dim=0"):
         FeedForward(0)
     with pytest.raises(ValueError, match=r"`dropout` must be a number in \[0, 1\).*dropout=1"):
         FeedForward(4, dropout=1)

@@ -13,7 +13,7 @@ def images(n, size=16, seed=0):
     return np.random.default_rng(seed).integers(0, 256, size=(n, size, size, 3)).astype("uint8")
 
 
-@pytest.mark.parametrize("pool,position", [("cls", "sincos2d"), ("gap", "learned")])
+@pytest.mark.parametrize("pool,position", [("cls", "sincos2d"), ("mean", "learned")])
 def test_overfits_a_tiny_batch_and_every_weight_gets_a_gradient(pool, position):
     model = ViT(pool=pool, position=position, **SMALL)
     x, y = np.tile(images(6), (10, 1, 1, 1)), np.tile(np.arange(6) % 3, 10)
@@ -76,5 +76,5 @@ def test_bad_input():
         model(np.zeros((1, 16, 18, 3), "float32"))
     with pytest.raises(ValueError, match=r"channels|shape"):
         model(np.zeros((1, 16, 16, 1), "float32"))
-    with pytest.raises(ValueError, match=r"`pool` must be one of \['cls', 'gap'\].*pool='max'"):
+    with pytest.raises(ValueError, match=r"`pool` must be one of \['cls', 'mean'\].*pool='max'"):
         ViT(pool="max", **SMALL)

@@ -332,7 +332,7 @@ def test_width_mismatch_is_read_from_the_class_token(tmp_path):
         load_vit_weights(vit(), save(tmp_path, "timm", tensors))
 
 
-@pytest.mark.parametrize("overrides", [{"position": "sincos2d"}, {"pool": "gap"}])
+@pytest.mark.parametrize("overrides", [{"position": "sincos2d"}, {"pool": "mean"}])
 def test_models_without_learned_positions_and_cls_token_are_refused(tmp_path, overrides):
     with pytest.raises(ValueError, match=r'build the model with position="learned", pool="cls"'):
         load_vit_weights(vit(**overrides), tmp_path / "ViT-B_16.npz")
