@@ -15,16 +15,32 @@ import numpy as np
 from keras_tfm.layers import DecoderBlock, EncoderBlock, MultiHeadAttention
 
 
-def _all_layers(model):
-    # Keras' own recursive walk over nested layers and models (includes layers held as attributes).
-    return model._flatten_layers(include_self=True, recursive=True)
+def iter_layers(layer):
+    """`layer` and every layer nested in it, depth first, each once.
+
+    Uses only public attributes: a model's `layers`, and the layers a layer holds as attributes (directly or
+    in a list, tuple or dict), which is how Keras layers keep their sublayers. Works for functional,
+    `Sequential` and subclassed models and for layers such as `EncoderBlock` that own sublayers.
+    """
+    seen, stack = set(), [layer]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        children = list(current.layers) if isinstance(current, keras.Model) else []
+        for value in vars(current).values():
+            values = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else [value]
+            children.extend(v for v in values if isinstance(v, keras.layers.Layer))
+        stack.extend(reversed(children))
 
 
 def _map_names(model):
     """{attention layer: name in the result}: an EncoderBlock's attention is named after the block, a
     DecoderBlock's as "<block>/self_attention" and "<block>/cross_attention", any other by its path."""
     names = {}
-    for layer in _all_layers(model):
+    for layer in iter_layers(model):
         if isinstance(layer, EncoderBlock):
             names[id(layer.attention)] = layer.name
         elif isinstance(layer, DecoderBlock):
@@ -60,7 +76,7 @@ def attention_maps(model, inputs):
     """
     if not model.built:  # a Sequential builds itself on its first call, symbolically: not a pass to record
         model(inputs, training=False)
-    attentions = [layer for layer in _all_layers(model) if isinstance(layer, MultiHeadAttention)]
+    attentions = [layer for layer in iter_layers(model) if isinstance(layer, MultiHeadAttention)]
     if not attentions:
         raise ValueError(
             f"Model '{model.name}' contains no keras_tfm MultiHeadAttention layer (directly or in an EncoderBlock "

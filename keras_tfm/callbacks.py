@@ -6,7 +6,7 @@ import keras
 import numpy as np
 
 from keras_tfm import visualize
-from keras_tfm.attention_probe import attention_maps
+from keras_tfm.attention_probe import attention_maps, iter_layers
 from keras_tfm.layers import PatchEmbedding, TokenEmbedding
 
 KINDS = ("auto", "image", "text", "seq2seq")
@@ -151,7 +151,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
 
     def _image_figures(self, maps, predicted):
         rollout = visualize.attention_rollout(maps)
-        patch_embedding = next((l for l in self.model._flatten_layers() if isinstance(l, PatchEmbedding)), None)
+        patch_embedding = next((l for l in iter_layers(self.model) if isinstance(l, PatchEmbedding)), None)
         prefix = int(patch_embedding.class_token) if patch_embedding is not None else 1
         figures = []
         for i in range(min(len(self.inputs), self.max_samples)):

@@ -185,3 +185,43 @@ def test_jit_compile_fit_and_predict(name):
     np.testing.assert_allclose(to_numpy(model.predict(inputs, verbose=0)), expected, atol=1e-5)
     history = model.fit(inputs, np.zeros_like(expected), epochs=1, batch_size=2, verbose=0)
     assert np.isfinite(history.history["loss"][0])
+
+
+@pytest.mark.parametrize("cls", list(LAYER_FACTORIES), ids=lambda c: c.__name__)
+def test_a_misspelled_keyword_is_a_type_error_naming_the_closest(cls):
+    config = LAYER_FACTORIES[cls]().get_config()
+    optional = [p.name for p in inspect.signature(cls.__init__).parameters.values() if p.default is not p.empty]
+    name = "seed" if cls in (tfm.EncoderBlock, tfm.DecoderBlock) else optional[-1]
+    misspelled = name[:-2] + name[-1] + name[-2]  # swap the last two letters: "dropout" -> "dropotu"
+    config[misspelled] = config.pop(name)
+    with pytest.raises(TypeError, match=rf"unexpected keyword argument `{misspelled}`.*Did you mean `{name}`"):
+        cls.from_config(config)
+
+
+def test_each_random_sublayer_of_a_block_gets_its_own_seed():
+    block = tfm.EncoderBlock(2, 16, dropout=0.1, seed=7)
+    seeds = [block.attention.seed, block.attention_output_dropout.seed, block.feed_forward.seed,
+             block.feed_forward.seed + 1, block.drop_path_layer.seed]
+    assert len(set(seeds)) == len(seeds)  # FeedForward uses its seed and the next
+    again = tfm.EncoderBlock(2, 16, dropout=0.1, seed=7)
+    assert again.attention.seed == block.attention.seed  # reproducible from the block's seed
+    x = random_floats(2, 5, 8)
+    block.build(x.shape)
+    again.build(x.shape)
+    again.set_weights(block.get_weights())
+    np.testing.assert_array_equal(to_numpy(block(x, training=True)), to_numpy(again(x, training=True)))
+
+
+@pytest.mark.parametrize(
+    "make, old, new",
+    [
+        (lambda **kw: tfm.MultiHeadAttention(2, **kw), {"scale": 0.5}, {"attention_scale": 0.5}),
+        (lambda **kw: tfm.FeedForward(**kw), {"hidden_dim": 16}, {"mlp_dim": 16}),
+    ],
+)
+def test_old_argument_names_still_work_with_a_warning(make, old, new):
+    with pytest.warns(FutureWarning, match=f"`{next(iter(old))}` is deprecated, use `{next(iter(new))}`"):
+        layer = make(**old)
+    assert {**layer.get_config(), "name": None} == {**make(**new).get_config(), "name": None}
+    with pytest.raises(TypeError, match="pass `.*` only"):
+        make(**old, **{next(iter(new)): 3})

@@ -51,3 +51,88 @@ def test_jit_compiled_training_step(name):
                       jit_compile=True)
     history = model.fit(x, y, epochs=2, batch_size=4, verbose=0)
     assert np.all(np.isfinite(history.history["loss"]))
+
+
+@pytest.mark.parametrize(
+    "build, misspelled, meant",
+    [
+        (lambda **kw: ViT.from_preset("tiny", **kw), {"num_class": 10}, "num_classes"),
+        (lambda **kw: ViT(**kw), {"num_class": 10}, "num_classes"),
+        (lambda **kw: TextClassifier.from_preset("tiny", vocab_size=20, max_length=8, **kw), {"dropuot": 0.3}, "dropout"),
+        (lambda **kw: Seq2SeqTransformer(20, 20, **kw), {"max_lenght": 8}, "max_length"),
+    ],
+)
+def test_a_misspelled_keyword_is_a_type_error_naming_the_closest(build, misspelled, meant):
+    name = next(iter(misspelled))
+    with pytest.raises(TypeError, match=rf"unexpected keyword argument `{name}`.*Did you mean `{meant}`"):
+        build(**misspelled)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_get_config_is_the_constructor_arguments_and_round_trips(name):
+    import inspect
+
+    model, x, _ = MODELS[name]()
+    config = model.get_config()
+    arguments = set(inspect.signature(type(model).__init__).parameters) - {"self", "kwargs"}
+    assert set(config) == arguments | {"name", "trainable", "dtype"}
+    clone = type(model).from_config(config)
+    assert clone.get_config() == config
+
+
+def test_vit_pool_gap_is_the_old_name_of_mean():
+    with pytest.warns(FutureWarning, match='pool="gap" is deprecated, use pool="mean"'):
+        model = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32, pool="gap")
+    assert model.pool == "mean" and model.get_config()["pool"] == "mean"
+
+
+def _rewrite_keras_file(path, rewrite):
+    """Rewrites the config.json inside a `.keras` zip archive (to make a file as an older release saved it)."""
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    members["config.json"] = json.dumps(rewrite(json.loads(members["config.json"]))).encode()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+def test_keras_files_saved_with_the_old_names_still_load(tmp_path):
+    """A `.keras` file from before the renaming (MultiHeadAttention `scale`, FeedForward `hidden_dim`, ViT
+    `pool="gap"`) loads, with a FutureWarning, and predicts exactly what it did."""
+    from keras_tfm.layers import FeedForward, MultiHeadAttention
+
+    images = keras.Input((8, 8, 3))
+    vit_model = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32, pool="mean",
+                    name="inner_vit")
+    tokens = keras.Input((5, 16))
+    mixed = FeedForward(mlp_dim=24, name="ffn")(MultiHeadAttention(2, attention_scale=0.3, name="mha")(tokens))
+    model = keras.Model([images, tokens], [vit_model(images), mixed])
+    x = [np.random.default_rng(0).integers(0, 256, (2, 8, 8, 3)).astype("float32"),
+         np.random.default_rng(1).normal(size=(2, 5, 16)).astype("float32")]
+    expected = [to_numpy(y) for y in model(x)]
+    path = str(tmp_path / "old.keras")
+    model.save(path)
+
+    def to_old_names(node):
+        if isinstance(node, dict):
+            config = node.get("config")
+            if isinstance(config, dict):
+                if node.get("class_name") == "MultiHeadAttention":
+                    config["scale"] = config.pop("attention_scale")
+                if node.get("class_name") == "FeedForward":
+                    config["hidden_dim"] = config.pop("mlp_dim")
+                if node.get("class_name") == "ViT":
+                    config["pool"] = "gap"
+            return {key: to_old_names(value) for key, value in node.items()}
+        return [to_old_names(value) for value in node] if isinstance(node, list) else node
+
+    _rewrite_keras_file(path, to_old_names)
+    with pytest.warns(FutureWarning) as warned:
+        loaded = keras.saving.load_model(path)
+    messages = " ".join(str(w.message) for w in warned)
+    assert "`scale` is deprecated" in messages and "`hidden_dim` is deprecated" in messages and "gap" in messages
+    for got, want in zip(loaded(x), expected):
+        np.testing.assert_array_equal(to_numpy(got), want)

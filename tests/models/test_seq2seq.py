@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_tfm.attention_probe import iter_layers
 from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
 from keras_tfm.models import Seq2SeqTransformer
 from tests.helpers import END, MAX_DIGITS, START, VOCAB, reverse_digits, small_reverser, to_numpy
@@ -174,7 +175,7 @@ def test_tied_model_keras_file_round_trip(tmp_path):
 def test_ablation_options_reach_every_layer_and_keep_the_cache_exact():
     # The switches of `recipes.experiments`: concatenated positions (with tied logits) and unscaled attention.
     model = small_model(tie_embeddings=True, position_combine="concat", attention_scale=1.0)
-    attentions = [layer for layer in model._flatten_layers() if type(layer).__name__ == "MultiHeadAttention"]
+    attentions = [layer for layer in iter_layers(model) if type(layer).__name__ == "MultiHeadAttention"]
     assert len(attentions) == 6 and all(layer.logit_scale == 1.0 for layer in attentions)
     assert model.get_layer("target_embedding").combine == "concat"
     source, _ = reverse_digits(4, seed=11)

@@ -94,3 +94,28 @@ def test_trained_reverser_aligns_each_target_with_the_mirrored_source(trained_re
                 layer_total += 1
         hits, total = max((hits, total), (layer_hits, layer_total), key=lambda h: h[0] / max(h[1], 1))
     assert hits / total >= 0.9, hits / total
+
+
+def test_iter_layers_finds_layers_in_lists_dicts_and_nested_models():
+    from keras_tfm.attention_probe import iter_layers
+
+    class Holder(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.blocks = [keras_tfm.EncoderBlock(2, 8, name="in_list")]
+            self.named = {"a": keras_tfm.MultiHeadAttention(2, name="in_dict")}
+
+        def call(self, x):
+            return self.named["a"](self.blocks[0](x))
+
+    inner = keras.Sequential([keras_tfm.EncoderBlock(2, 8, name="in_sequential")])
+    inputs = keras.Input((5, 8))
+    model = keras.Model(inputs, Holder(name="holder")(inner(inputs)))
+    layers = list(iter_layers(model))
+    names = [layer.name for layer in layers]
+    assert {"holder", "in_list", "in_dict", "in_sequential"} <= set(names)
+    assert len(names) == len({id(layer) for layer in layers})  # each once
+    # The attention inside each block is found too: three MultiHeadAttention layers in all.
+    assert sum(isinstance(layer, keras_tfm.MultiHeadAttention) for layer in layers) == 3
+    maps = keras_tfm.attention_maps(model, np.zeros((1, 5, 8), "float32"))
+    assert len(maps) == 3
