@@ -39,21 +39,14 @@ import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from recipes import flags
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-from keras_tfm import visualize  # noqa: E402
-from recipes import common  # noqa: E402
-from keras_tfm.attention_probe import attention_maps  # noqa: E402
-from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
-from keras_tfm.data import cifar10  # noqa: E402
-from keras_tfm.models import VIT_PRESETS, ViT, load_vit_weights  # noqa: E402
+PRESETS = ("ViT-B/16", "ViT-B/32", "ViT-H/14", "ViT-L/16", "ViT-L/32", "ViT-S/16", "ViT-Ti/16",  # VIT_PRESETS
+           "base", "small", "tiny")
 
 
 def parse_args(argv):
-    parser = common.recipe_parser(__doc__.splitlines()[0], epochs=100, batch_size=128, learning_rate=1e-3)
+    parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=100, batch_size=128, learning_rate=1e-3)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--data-dir", default=None,
                         help="tensorflow-datasets folder with a prepared cifar10; None = ~/tensorflow_datasets")
@@ -61,38 +54,50 @@ def parse_args(argv):
                         help="read PATH/{train,test}/<class>/*.png|jpg instead of tensorflow-datasets")
     parser.add_argument("--download", action="store_true",
                         help="download into --data-dir when it holds no copy (tfds' own folder is always filled)")
-    parser.add_argument("--preset", choices=sorted(VIT_PRESETS), default=None,
+    parser.add_argument("--preset", choices=PRESETS, default=None,
                         help="model size; None = small, or tiny with --quick")
-    parser.add_argument("--patch-size", type=common.positive_int, default=None,
+    parser.add_argument("--patch-size", type=flags.positive_int, default=None,
                         help="override the preset's patch size; must divide --image-size")
-    parser.add_argument("--image-size", type=common.positive_int, default=cifar10.IMAGE_SIZE,
+    parser.add_argument("--image-size", type=flags.positive_int, default=32,
                         help="images are resized to this size (e.g. 224 to fine-tune --pretrained weights)")
-    parser.add_argument("--drop-path", type=common.fraction, default=0.1, help="stochastic depth of the last block")
-    parser.add_argument("--weight-decay", type=common.non_negative_float, default=0.05, help="AdamW weight decay")
-    parser.add_argument("--label-smoothing", type=common.fraction, default=0.1, help="label smoothing of the loss")
-    parser.add_argument("--randaugment", type=common.fraction, nargs="?", const=0.5, default=0.0, metavar="STRENGTH",
+    parser.add_argument("--drop-path", type=flags.fraction, default=0.1, help="stochastic depth of the last block")
+    parser.add_argument("--weight-decay", type=flags.non_negative_float, default=0.05, help="AdamW weight decay")
+    parser.add_argument("--label-smoothing", type=flags.fraction, default=0.1, help="label smoothing of the loss")
+    parser.add_argument("--randaugment", type=flags.fraction, nargs="?", const=0.5, default=0.0, metavar="STRENGTH",
                         help="RandAugment, 2 operations per image, of this strength; given alone: 0.5; 0 = off")
-    parser.add_argument("--mixup", type=common.non_negative_float, nargs="?", const=0.8, default=0.0, metavar="ALPHA",
+    parser.add_argument("--mixup", type=flags.non_negative_float, nargs="?", const=0.8, default=0.0, metavar="ALPHA",
                         help="MixUp with this alpha; given alone: 0.8; 0 = off")
-    parser.add_argument("--cutmix", type=common.non_negative_float, nargs="?", const=1.0, default=0.0, metavar="FACTOR",
+    parser.add_argument("--cutmix", type=flags.non_negative_float, nargs="?", const=1.0, default=0.0, metavar="FACTOR",
                         help="CutMix with this factor; given alone: 1.0; 0 = off")
     parser.add_argument("--pretrained", default=None, metavar="PATH",
                         help="fine-tune these ViT weights (.npz or .safetensors); the head is trained from scratch")
-    parser.add_argument("--train-samples", type=common.positive_int, default=None, metavar="N",
+    parser.add_argument("--train-samples", type=flags.positive_int, default=None, metavar="N",
                         help="use only N training images")
-    parser.add_argument("--test-samples", type=common.positive_int, default=None, metavar="N",
+    parser.add_argument("--test-samples", type=flags.positive_int, default=None, metavar="N",
                         help="use only N test images")
     args = parser.parse_args(argv)
     if args.quick:
         args.epochs, args.train_samples, args.test_samples = 1, 384, 128
     args.preset = args.preset or ("tiny" if args.quick else "small")
-    patch_size = args.patch_size or VIT_PRESETS[args.preset]["patch_size"]
-    if args.image_size % patch_size:
-        source = "--patch-size" if args.patch_size else f"the patch size of preset {args.preset!r}"
-        parser.error(f"{source} ({patch_size}) must divide --image-size ({args.image_size})")
+    if args.patch_size and args.image_size % args.patch_size:
+        parser.error(f"--patch-size ({args.patch_size}) must divide --image-size ({args.image_size})")
     if args.pretrained and not os.path.isfile(args.pretrained):
         parser.error(f"--pretrained: no file {args.pretrained}")
     return args
+
+
+if __name__ == "__main__":
+    flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
+
+from recipes import common  # noqa: E402  (first: it imports TensorFlow, quietly)
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_tfm import visualize  # noqa: E402
+from keras_tfm.attention_probe import attention_maps  # noqa: E402
+from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
+from keras_tfm.data import cifar10  # noqa: E402
+from keras_tfm.models import ViT, load_vit_weights  # noqa: E402
 
 
 def build_model(args, num_classes):
@@ -102,7 +107,10 @@ def build_model(args, num_classes):
         overrides["patch_size"] = args.patch_size
     if args.pretrained:
         overrides.update(position="learned", pool="cls")  # what every released ViT checkpoint has
-    model = ViT.from_preset(args.preset, **overrides)
+    try:
+        model = ViT.from_preset(args.preset, **overrides)
+    except ValueError as error:  # e.g. the preset's patch size does not divide --image-size
+        raise SystemExit(f"error: {error}") from None
     if args.pretrained:
         load_vit_weights(model, args.pretrained, skip_head=True)  # a fresh head for the 10 CIFAR classes
     return model
@@ -126,7 +134,7 @@ def main(argv=None, extra_callbacks=()):
         cutmix=args.cutmix, seed=args.seed,
     )
     test_batches = cifar10.evaluation_pipeline(test_images, test_labels, args.batch_size, num_classes, args.image_size)
-    output_dir = common.output_directory("cifar10_vit", args.output_dir)
+    output_dir = common.output_directory("cifar10_vit", args.output_dir, args.overwrite)
 
     # Model and optimiser. Labels are one-hot (label smoothing, MixUp, CutMix), hence the categorical loss.
     steps = args.epochs * common.steps_per_epoch(cifar10.num_examples(train), args.batch_size)
@@ -150,7 +158,7 @@ def main(argv=None, extra_callbacks=()):
     callbacks = common.standard_callbacks(output_dir, extra)
     fit_started = time.time()
     history = model.fit(train_batches, epochs=args.epochs, validation_data=test_batches, callbacks=callbacks,
-                        shuffle=False, verbose=2)  # shuffle=False: the tf.data pipeline shuffles
+                        shuffle=False, verbose=common.fit_verbosity())  # shuffle=False: the tf.data pipeline shuffles
     seconds_per_epoch = (time.time() - fit_started) / max(len(history.epoch), 1)
 
     # Evaluate: accuracy and confusion matrix on the whole test set.

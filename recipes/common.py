@@ -1,5 +1,5 @@
-"""Shared plumbing for the recipes: flags, output folder, distribution, schedules, callbacks, and the files a
-finished run leaves behind. Each recipe reads top to bottom (args -> data -> model -> fit -> evaluate ->
+"""Shared plumbing for the recipes: output folder, distribution, schedules, callbacks, and the files a
+finished run leaves behind (the flags are in `recipes.flags`, which parses them before TensorFlow loads). Each recipe reads top to bottom (args -> data -> model -> fit -> evaluate ->
 pictures) and calls these helpers for everything that is the same between recipes.
 
 A run writes into `runs/<recipe>/<timestamp>/` (or `--output-dir`):
@@ -9,74 +9,72 @@ A run writes into `runs/<recipe>/<timestamp>/` (or `--output-dir`):
     checkpoint.keras   the latest epoch's model     backup/         BackupAndRestore state (resume)
     attention/         AttentionMapCallback pictures
 
-Start a killed run again with the same `--output-dir` and it resumes after the last finished epoch.
+Start a killed run again with the same `--output-dir` and it resumes after the last finished epoch; a finished
+run (one with `summary.json`) is never overwritten unless `--overwrite` says so.
 """
 
-import argparse
 import csv
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from contextlib import contextmanager
 
-import keras
-import numpy as np
-from matplotlib.figure import Figure
 
-from keras_tfm.data import DataUnavailable
+def _import_tensorflow_quietly():
+    """Imports TensorFlow with file descriptor 2 pointed at /dev/null: its C++ start-up lines (absl, oneDNN, CUDA
+    probing) bypass Python and `TF_CPP_MIN_LOG_LEVEL`. Python errors still surface after the import."""
+    if "tensorflow" in sys.modules or os.environ.get("KERAS_TFM_SHOW_TF_LOGS"):
+        return
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    try:
+        import tensorflow as tf
 
-DISTRIBUTE = ("none", "mirrored", "multiworker")
-
-
-def _argument_type(name, convert, accept, expected):
-    """An argparse `type`: `convert(text)`, rejected with "must be {expected}" unless `accept(value)`."""
-
-    def parse(text):
-        value = convert(text)
-        if not accept(value):
-            raise argparse.ArgumentTypeError(f"must be {expected}, got {text}")
-        return value
-
-    parse.__name__ = name  # argparse names the type in its "invalid ... value" message
-    return parse
-
-
-# argparse types for the recipes' flags (argparse turns the errors into usage errors).
-positive_int = _argument_type("positive_int", int, lambda v: v >= 1, "a positive integer")
-positive_float = _argument_type("positive_float", float, lambda v: v > 0, "a positive number")
-non_negative_float = _argument_type("non_negative_float", float, lambda v: not v < 0, ">= 0")
-fraction = _argument_type("fraction", float, lambda v: 0.0 <= v < 1.0, "in [0, 1)")
+        tf.config.list_physical_devices()  # the CUDA probe logs here, once
+    except ImportError:
+        pass  # another Keras backend without TensorFlow: nothing to quiet
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
-def recipe_parser(description, epochs, batch_size, learning_rate):
-    """An ArgumentParser with the flags every recipe shares."""
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--epochs", type=positive_int, default=epochs, help="training epochs")
-    parser.add_argument("--batch-size", type=positive_int, default=batch_size, help="global batch size")
-    parser.add_argument("--learning-rate", type=positive_float, default=learning_rate, help="peak learning rate")
-    parser.add_argument("--warmup-fraction", type=fraction, default=0.1,
-                        help="fraction of the steps with a linear learning-rate warm-up (then cosine decay)")
-    parser.add_argument("--clipnorm", type=float, default=1.0, help="gradient clipping norm (0 turns it off)")
-    parser.add_argument("--output-dir", default=None,
-                        help="where to write the run (default runs/<recipe>/<timestamp>); an existing run resumes")
-    parser.add_argument("--quick", action="store_true", help="a tiny run that finishes in well under a minute on CPU")
-    parser.add_argument("--mixed-precision", nargs="?", const="float16", choices=("float16", "bfloat16"), default=None,
-                        help="compute in float16 (GPU; the flag alone) or bfloat16 (recent GPUs, TPUs, CPUs with "
-                             "AVX512-BF16), keeping float32 weights")
-    parser.add_argument("--jit", action="store_true", help="compile training steps with XLA (jit_compile=True)")
-    parser.add_argument("--distribute", choices=DISTRIBUTE, default="none",
-                        help="tf.distribute strategy: mirrored = all local GPUs, multiworker = read TF_CONFIG")
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
-    parser.add_argument("--no-attention-maps", dest="attention_maps", action="store_false",
-                        help="do not draw attention maps during training")
-    return parser
+_import_tensorflow_quietly()
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from keras_tfm.data import DataUnavailable  # noqa: E402
+from recipes.flags import DISTRIBUTE, fraction, non_negative_float, positive_float, positive_int  # noqa: E402,F401
+
+FINISHED = "summary.json"  # written last by `finish`: its presence means the run is complete
 
 
-def output_directory(recipe, requested=None):
-    """`requested`, or a new `runs/<recipe>/<timestamp>`; created."""
+def fit_verbosity():
+    """Keras' progress bar on a terminal (`verbose=1`), one line per epoch in a log file or pipe (`verbose=2`)."""
+    return 1 if sys.stdout.isatty() else 2
+
+
+def output_directory(recipe, requested=None, overwrite=False):
+    """`requested`, or a new `runs/<recipe>/<timestamp>`; created.
+
+    A folder holding a finished run (its `summary.json`) is never reused silently: the recipe says so and exits
+    with status 0, touching nothing, unless `overwrite` (the `--overwrite` flag) asks to delete it and start
+    again. A folder of an interrupted run is returned as it is, and training resumes there.
+    """
     path = requested or os.path.join("runs", recipe, time.strftime("%Y%m%d-%H%M%S"))
+    if os.path.exists(os.path.join(path, FINISHED)):
+        if not overwrite:
+            print(f"{path} holds a finished {recipe} run ({FINISHED} is there); nothing to do. To train again, "
+                  "give a new --output-dir (or none, for a new timestamped folder), or add --overwrite to delete "
+                  "this run and start from scratch.")
+            raise SystemExit(0)
+        shutil.rmtree(path)
     os.makedirs(path, exist_ok=True)
     return path
 
@@ -128,12 +126,19 @@ def warmup_cosine(peak, total_steps, warmup_fraction=0.1):
     )
 
 
+def optimizer_options(args):
+    """The keyword arguments every recipe's optimizer takes from the shared flags: `--clipnorm` (0 = none) and
+    `--accumulate-steps` (1 = none)."""
+    return {"clipnorm": args.clipnorm or None,
+            "gradient_accumulation_steps": args.accumulate_steps if args.accumulate_steps > 1 else None}
+
+
 def adamw(args, total_steps, **kwargs):
-    """AdamW from the recipe flags: warm-up + cosine decay to `--learning-rate`, `--weight-decay`, `--clipnorm`
-    (0 = no clipping); `kwargs` (e.g. `beta_2`) go to `keras.optimizers.AdamW`."""
+    """AdamW from the recipe flags: warm-up + cosine decay to `--learning-rate` over `total_steps` batches,
+    `--weight-decay`, `--clipnorm`, `--accumulate-steps`; `kwargs` (e.g. `beta_2`) go to `keras.optimizers.AdamW`."""
     return keras.optimizers.AdamW(
         warmup_cosine(args.learning_rate, total_steps, args.warmup_fraction), weight_decay=args.weight_decay,
-        clipnorm=args.clipnorm or None, **kwargs,
+        **optimizer_options(args), **kwargs,
     )
 
 

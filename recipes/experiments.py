@@ -28,14 +28,38 @@ import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from recipes import flags
 
+EXPERIMENT_NAMES = ("position", "scaling", "heads", "norm", "combine")  # the keys of EXPERIMENTS below
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=flags.HelpFormatter)
+    parser.add_argument("experiment", choices=[*EXPERIMENT_NAMES, "all"], help="which experiment to run")
+    parser.add_argument("--epochs", type=flags.positive_int, default=5, help="epochs per training run")
+    parser.add_argument("--train-samples", type=flags.positive_int, default=8000, help="training examples")
+    parser.add_argument("--test-samples", type=flags.positive_int, default=1000, help="held-out examples")
+    parser.add_argument("--batch-size", type=flags.positive_int, default=64, help="batch size of every training run")
+    parser.add_argument("--max-digits", type=flags.positive_int, default=8, help="longest digit string")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (data and initial weights)")
+    parser.add_argument("--output-dir", default=None, help="where to write the tables and plots "
+                        "(default: runs/experiments/<timestamp>)")
+    parser.add_argument("--quick", action="store_true", help="a few seconds per experiment: checks that it runs")
+    args = parser.parse_args(argv)
+    if args.quick:  # tiny data, and no graph tracing: eager steps are faster than compiling for a few batches
+        args.epochs, args.train_samples, args.test_samples, args.max_digits = 1, 128, 32, 5
+    return args
+
+
+if __name__ == "__main__":
+    flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
+
+from recipes import common  # noqa: E402  (first: it imports TensorFlow, quietly)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from recipes import common  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.data import digits  # noqa: E402
 from keras_tfm.models import Seq2SeqTransformer, TextClassifier  # noqa: E402
@@ -203,24 +227,6 @@ def plot(name, rows, path):
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     return path
-
-
-def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("experiment", choices=[*EXPERIMENTS, "all"], help="which experiment to run")
-    parser.add_argument("--epochs", type=common.positive_int, default=5, help="epochs per training run")
-    parser.add_argument("--train-samples", type=common.positive_int, default=8000, help="training examples")
-    parser.add_argument("--test-samples", type=common.positive_int, default=1000, help="held-out examples")
-    parser.add_argument("--batch-size", type=common.positive_int, default=64)
-    parser.add_argument("--max-digits", type=common.positive_int, default=8, help="longest digit string")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (data and initial weights)")
-    parser.add_argument("--output-dir", default=None, help="default runs/experiments/<timestamp>")
-    parser.add_argument("--quick", action="store_true", help="a few seconds per experiment: checks that it runs")
-    args = parser.parse_args(argv)
-    if args.quick:  # tiny data, and no graph tracing: eager steps are faster than compiling for a few batches
-        args.epochs, args.train_samples, args.test_samples, args.max_digits = 1, 128, 32, 5
-    return args
 
 
 def main(argv=None):

@@ -22,41 +22,47 @@ import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from recipes import flags
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-from keras_tfm import visualize  # noqa: E402
-from recipes import common  # noqa: E402
-from keras_tfm.attention_probe import attention_maps  # noqa: E402
-from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
-from keras_tfm.data import imdb  # noqa: E402
-from keras_tfm.models import TEXT_CLASSIFIER_PRESETS, TextClassifier  # noqa: E402
-from keras_tfm.models.text_classifier import POOLS  # noqa: E402
-
-SENTIMENTS = ["negative", "positive"]  # label 0, label 1
+PRESETS = ("base", "small", "tiny")  # keras_tfm.models.TEXT_CLASSIFIER_PRESETS
+POOLS = ("cls", "mean")  # keras_tfm.models.text_classifier.POOLS
 
 
 def parse_args(argv):
-    parser = common.recipe_parser(__doc__.splitlines()[0], epochs=3, batch_size=64, learning_rate=1e-3)
+    parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=3, batch_size=64, learning_rate=1e-3)
     parser.add_argument("--imdb-dir", default=None, help="an unpacked aclImdb folder (with train/ and test/)")
     parser.add_argument("--data-dir", default=None,
                         help="a tensorflow-datasets folder that already holds imdb_reviews (nothing is downloaded)")
-    parser.add_argument("--vocab-size", type=common.positive_int, default=20000, help="words kept, incl. pad/unknown")
-    parser.add_argument("--sequence-length", type=common.positive_int, default=400, help="words read per review")
-    parser.add_argument("--preset", choices=sorted(TEXT_CLASSIFIER_PRESETS), default="tiny", help="model size")
+    parser.add_argument("--vocab-size", type=flags.positive_int, default=20000, help="words kept, incl. pad/unknown")
+    parser.add_argument("--sequence-length", type=flags.positive_int, default=400, help="words read per review")
+    parser.add_argument("--preset", choices=PRESETS, default="tiny", help="model size")
     parser.add_argument("--pool", choices=POOLS, default="mean", help="how the token states become one vector")
-    parser.add_argument("--dropout", type=common.fraction, default=0.2, help="dropout rate of the model")
-    parser.add_argument("--weight-decay", type=common.non_negative_float, default=0.05, help="AdamW weight decay")
-    parser.add_argument("--label-smoothing", type=common.fraction, default=0.0, help="label smoothing of the loss")
-    parser.add_argument("--train-samples", type=common.positive_int, default=None, help="use only this many (None = all)")
-    parser.add_argument("--test-samples", type=common.positive_int, default=None, help="use only this many (None = all)")
+    parser.add_argument("--dropout", type=flags.fraction, default=0.2, help="dropout rate of the model")
+    parser.add_argument("--weight-decay", type=flags.non_negative_float, default=0.05, help="AdamW weight decay")
+    parser.add_argument("--label-smoothing", type=flags.fraction, default=0.0, help="label smoothing of the loss")
+    parser.add_argument("--train-samples", type=flags.positive_int, default=None, help="use only this many (None = all)")
+    parser.add_argument("--test-samples", type=flags.positive_int, default=None, help="use only this many (None = all)")
     args = parser.parse_args(argv)
     if args.quick:
         args.epochs, args.preset, args.vocab_size, args.sequence_length = 1, "tiny", 2000, min(args.sequence_length, 64)
         args.train_samples, args.test_samples = min(args.train_samples or 400, 400), min(args.test_samples or 200, 200)
     return args
+
+
+if __name__ == "__main__":
+    flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
+
+from recipes import common  # noqa: E402  (first: it imports TensorFlow, quietly)
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_tfm import visualize  # noqa: E402
+from keras_tfm.attention_probe import attention_maps  # noqa: E402
+from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
+from keras_tfm.data import imdb  # noqa: E402
+from keras_tfm.models import TextClassifier  # noqa: E402
+
+SENTIMENTS = ["negative", "positive"]  # label 0, label 1
 
 
 def main(argv=None, extra_callbacks=()):
@@ -72,7 +78,7 @@ def main(argv=None, extra_callbacks=()):
         vectorizer.adapt(imdb.texts(train_text).batch(1024))
         x_train, y_train, _ = imdb.to_arrays(train_text, vectorizer)
         x_test, y_test, test_reviews = imdb.to_arrays(test_text, vectorizer)
-    output_dir = common.output_directory("imdb_classifier", args.output_dir)
+    output_dir = common.output_directory("imdb_classifier", args.output_dir, args.overwrite)
     vocabulary = vectorizer.get_vocabulary()
     imdb.save_vocabulary(vocabulary, os.path.join(output_dir, "vocabulary.txt"))
     print(f"{len(x_train)} training and {len(x_test)} test reviews, {len(vocabulary)} words, "
@@ -100,7 +106,7 @@ def main(argv=None, extra_callbacks=()):
                                      tokens=vocabulary, class_names=SENTIMENTS)]
     callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
     model.fit(x_train, y_train_onehot, batch_size=args.batch_size, epochs=args.epochs,
-              validation_data=(x_test, y_test_onehot), callbacks=callbacks, verbose=2)
+              validation_data=(x_test, y_test_onehot), callbacks=callbacks, verbose=common.fit_verbosity())
 
     # Evaluate on the test reviews.
     probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(model.predict(x_test, batch_size=256, verbose=0)))

@@ -13,26 +13,21 @@ import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from recipes import flags
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-from keras_tfm import visualize  # noqa: E402
-from recipes import common  # noqa: E402
-from keras_tfm.attention_probe import attention_maps  # noqa: E402
-from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
-from keras_tfm.data import digits  # noqa: E402
-from keras_tfm.models import SEQ2SEQ_PRESETS, Seq2SeqTransformer  # noqa: E402
+TASKS = ("reverse", "copy", "sort")  # keras_tfm.data.digits.TASKS
+PRESETS = ("base", "small", "tiny")  # keras_tfm.models.SEQ2SEQ_PRESETS
 
 
 def parse_args(argv):
-    parser = common.recipe_parser(__doc__.splitlines()[0], epochs=6, batch_size=64, learning_rate=3e-3)
-    parser.add_argument("--task", choices=digits.TASKS, default="reverse", help="what to do with the digits")
-    parser.add_argument("--max-digits", type=common.positive_int, default=10, help="longest digit string")
-    parser.add_argument("--train-samples", type=common.positive_int, default=20000)
-    parser.add_argument("--test-samples", type=common.positive_int, default=1000)
-    parser.add_argument("--preset", choices=sorted(SEQ2SEQ_PRESETS), default="tiny", help="model size")
+    parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=6, batch_size=64, learning_rate=3e-3)
+    parser.add_argument("--task", choices=TASKS, default="reverse", help="what to do with the digits")
+    parser.add_argument("--max-digits", type=flags.positive_int, default=10, help="longest digit string")
+    parser.add_argument("--train-samples", type=flags.positive_int, default=20000,
+                        help="generated training strings")
+    parser.add_argument("--test-samples", type=flags.positive_int, default=1000,
+                        help="generated held-out strings (exact match is measured on them)")
+    parser.add_argument("--preset", choices=PRESETS, default="tiny", help="model size")
     args = parser.parse_args(argv)
     if args.quick:  # a smoke test of the whole pipeline: tiny data, at most 2 epochs
         args.epochs = min(args.epochs, 2)
@@ -40,11 +35,25 @@ def parse_args(argv):
     return args
 
 
+if __name__ == "__main__":
+    flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
+
+from recipes import common  # noqa: E402  (first: it imports TensorFlow, quietly)
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_tfm import visualize  # noqa: E402
+from keras_tfm.attention_probe import attention_maps  # noqa: E402
+from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
+from keras_tfm.data import digits  # noqa: E402
+from keras_tfm.models import Seq2SeqTransformer  # noqa: E402
+
+
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
     started = time.time()
     strategy = common.setup(args)
-    output_dir = common.output_directory("reverse_digits", args.output_dir)
+    output_dir = common.output_directory("reverse_digits", args.output_dir, args.overwrite)
     if strategy is not None:
         print(f"training on {strategy.num_replicas_in_sync} replicas ({args.distribute})")
 
@@ -60,7 +69,7 @@ def main(argv=None, extra_callbacks=()):
             max_length=args.max_digits + 2, dropout=0.0,
         )
         optimizer = keras.optimizers.Adam(
-            common.warmup_cosine(args.learning_rate, steps, args.warmup_fraction), clipnorm=args.clipnorm or None
+            common.warmup_cosine(args.learning_rate, steps, args.warmup_fraction), **common.optimizer_options(args)
         )
         model.compile_for_training(optimizer=optimizer, jit_compile=args.jit)
 
@@ -69,7 +78,7 @@ def main(argv=None, extra_callbacks=()):
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), tokens=digits.VOCABULARY)]
     callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
     model.fit((x_train, y_train[:, :-1]), y_train[:, 1:], batch_size=args.batch_size, epochs=args.epochs,
-              validation_data=((x_test, y_test[:, :-1]), y_test[:, 1:]), callbacks=callbacks, verbose=2)
+              validation_data=((x_test, y_test[:, :-1]), y_test[:, 1:]), callbacks=callbacks, verbose=common.fit_verbosity())
 
     # Evaluate by generating: greedy and beam search, exact match of the whole answer.
     new_tokens = args.max_digits + 1

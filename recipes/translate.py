@@ -25,19 +25,14 @@ import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from recipes import flags
 
-
-from keras_tfm import visualize  # noqa: E402
-from recipes import common  # noqa: E402
-from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
-from keras_tfm.data import DataUnavailable, translation  # noqa: E402
-from keras_tfm.models import SEQ2SEQ_PRESETS, Seq2SeqTransformer  # noqa: E402
-from keras_tfm.text import MODEL_TYPES, SubwordTokenizer, Translator, corpus_bleu  # noqa: E402
+PRESETS = ("base", "small", "tiny")  # keras_tfm.models.SEQ2SEQ_PRESETS
+TOKENIZERS = ("unigram", "bpe")  # keras_tfm.text.MODEL_TYPES
 
 
 def parse_args(argv):
-    parser = common.recipe_parser(__doc__.splitlines()[0], epochs=12, batch_size=128, learning_rate=1e-3)
+    parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=12, batch_size=128, learning_rate=1e-3)
     data = parser.add_argument_group("data")
     data.add_argument("--data-dir", default=None, help="a folder in the Multi30k layout")
     data.add_argument("--source-lang", default="en", help="source language suffix of the files in --data-dir")
@@ -47,22 +42,22 @@ def parse_args(argv):
             data.add_argument(f"--{split}-{side}", default=None, help=f"{split} {side} file, one sentence per line")
     data.add_argument("--tfds", default=None, help="a tensorflow-datasets translation set, e.g. ted_hrlr_translate/pt_to_en")
     data.add_argument("--tfds-dir", default=None, help="a tensorflow-datasets folder already holding --tfds")
-    data.add_argument("--train-samples", type=common.positive_int, default=None, help="use only this many pairs")
-    data.add_argument("--test-samples", type=common.positive_int, default=None, help="translate only this many")
+    data.add_argument("--train-samples", type=flags.positive_int, default=None, help="use only this many pairs")
+    data.add_argument("--test-samples", type=flags.positive_int, default=None, help="translate only this many")
     text = parser.add_argument_group("tokenizer")
-    text.add_argument("--vocab-size", type=common.positive_int, default=8000, help="subword vocabulary size")
-    text.add_argument("--tokenizer", choices=MODEL_TYPES, default="unigram", help="SentencePiece model type")
+    text.add_argument("--vocab-size", type=flags.positive_int, default=8000, help="subword vocabulary size")
+    text.add_argument("--tokenizer", choices=TOKENIZERS, default="unigram", help="SentencePiece model type")
     text.add_argument("--separate-vocab", action="store_true", help="one vocabulary per language instead of a shared one")
-    text.add_argument("--max-length", type=common.positive_int, default=64,
+    text.add_argument("--max-length", type=flags.positive_int, default=64,
                       help="longest sentence in tokens (longer training pairs are dropped)")
     model = parser.add_argument_group("model")
-    model.add_argument("--preset", choices=sorted(SEQ2SEQ_PRESETS), default="small", help="model size")
-    model.add_argument("--dropout", type=common.fraction, default=0.1, help="dropout rate")
-    model.add_argument("--label-smoothing", type=common.fraction, default=0.1, help="label smoothing of the loss")
-    model.add_argument("--weight-decay", type=common.non_negative_float, default=1e-4, help="AdamW weight decay")
+    model.add_argument("--preset", choices=PRESETS, default="small", help="model size")
+    model.add_argument("--dropout", type=flags.fraction, default=0.1, help="dropout rate")
+    model.add_argument("--label-smoothing", type=flags.fraction, default=0.1, help="label smoothing of the loss")
+    model.add_argument("--weight-decay", type=flags.non_negative_float, default=1e-4, help="AdamW weight decay")
     decode = parser.add_argument_group("decoding")
-    decode.add_argument("--num-beams", type=common.positive_int, default=4, help="beams for beam search")
-    decode.add_argument("--length-penalty", type=common.non_negative_float, default=1.0,
+    decode.add_argument("--num-beams", type=flags.positive_int, default=4, help="beams for beam search")
+    decode.add_argument("--length-penalty", type=flags.non_negative_float, default=1.0,
                         help="beam scores are divided by length ** this")
     args = parser.parse_args(argv)
     has_files = args.train_src or args.train_tgt
@@ -79,6 +74,18 @@ def parse_args(argv):
         args.test_samples = min(args.test_samples or 16, 16)
         args.max_length, args.num_beams = min(args.max_length, 48), min(args.num_beams, 2)
     return args
+
+
+if __name__ == "__main__":
+    flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
+
+from recipes import common  # noqa: E402  (first: it imports TensorFlow, quietly)
+
+from keras_tfm import visualize  # noqa: E402
+from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
+from keras_tfm.data import DataUnavailable, translation  # noqa: E402
+from keras_tfm.models import Seq2SeqTransformer  # noqa: E402
+from keras_tfm.text import SubwordTokenizer, Translator, corpus_bleu  # noqa: E402
 
 
 def load_corpus(args):
@@ -125,7 +132,7 @@ def main(argv=None, extra_callbacks=()):
         corpus = translation.fill_missing_splits(load_corpus(args))
     train_source, train_target = (side[: args.train_samples] for side in corpus["train"])
     test_source, test_target = (side[: args.test_samples] for side in corpus["test"])
-    output_dir = common.output_directory("translate", args.output_dir)
+    output_dir = common.output_directory("translate", args.output_dir, args.overwrite)
 
     # Subword vocabularies, learned on the training text only, and kept in the output folder so that a resumed
     # run reads its token ids exactly as before.
@@ -159,7 +166,7 @@ def main(argv=None, extra_callbacks=()):
     callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
     model.fit(translation.make_dataset(x_train, y_train, args.batch_size, shuffle=True, seed=args.seed),  # shuffled there
               validation_data=translation.make_dataset(x_valid, y_valid, args.batch_size),
-              epochs=args.epochs, callbacks=callbacks, shuffle=False, verbose=2)
+              epochs=args.epochs, callbacks=callbacks, shuffle=False, verbose=common.fit_verbosity())
 
     # Evaluate: translate the test set with greedy and beam search; BLEU against the raw references.
     translator = Translator(model, source_tokenizer, target_tokenizer)

@@ -3,10 +3,11 @@ import os
 import subprocess
 import sys
 
+import keras
 import pytest
 
 from keras_tfm.data import digits
-from recipes import reverse_digits
+from recipes import common, reverse_digits
 from tests.helpers import Interrupt, InterruptAfterFirstEpoch, epochs_in
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -26,7 +27,7 @@ def test_digit_tasks():
 
 
 @pytest.mark.slow
-def test_quick_run_writes_every_promised_file(tmp_path):
+def test_quick_run_learns_writes_every_promised_file_and_is_never_overwritten(tmp_path, capsys):
     summary = reverse_digits.main(["--quick", "--output-dir", str(tmp_path)])
     for name in ("model.keras", "checkpoint.keras", "history.csv", "curves.png", "summary.json", "alignment.png"):
         assert os.path.getsize(tmp_path / name) > 0, name
@@ -35,6 +36,21 @@ def test_quick_run_writes_every_promised_file(tmp_path):
     assert saved["metrics"] == summary["metrics"] and 0.0 <= saved["metrics"]["exact_match_greedy"] <= 1.0
     assert saved["flags"]["quick"] is True and saved["wall_time_seconds"] > 0
     assert epochs_in(tmp_path) == [0, 1]
+    # It learned something: the loss fell, and the saved model loads and predicts the digits' vocabulary.
+    history = common.read_history(str(tmp_path))
+    assert history["loss"][1] < history["loss"][0] and history["val_loss"][1] < history["val_loss"][0]
+    model = keras.saving.load_model(tmp_path / "model.keras")
+    source, target = digits.make_dataset(4, 6, "reverse", seed=5)
+    assert model.predict((source, target[:, :-1]), verbose=0).shape == (4, target.shape[1] - 1, digits.VOCAB_SIZE)
+    assert keras.utils.load_img(tmp_path / "curves.png").size[0] > 100  # a real picture
+
+    # Run again into the finished folder: it says so and touches nothing.
+    before = {name: os.path.getmtime(tmp_path / name) for name in ("model.keras", "summary.json", "history.csv")}
+    with pytest.raises(SystemExit) as exit_info:
+        reverse_digits.main(["--quick", "--output-dir", str(tmp_path)])
+    assert exit_info.value.code == 0
+    assert "holds a finished reverse_digits run" in capsys.readouterr().out
+    assert {name: os.path.getmtime(tmp_path / name) for name in before} == before
 
 
 @pytest.mark.slow

@@ -1,0 +1,78 @@
+"""The recipes' command-line flags: argparse only, no TensorFlow.
+
+A recipe parses its flags with these before it imports TensorFlow, so `--help` and a mistyped flag answer in
+a fraction of a second instead of after the several seconds TensorFlow takes to load.
+"""
+
+import argparse
+import os
+
+DISTRIBUTE = ("none", "mirrored", "multiworker")
+
+
+def _argument_type(name, convert, accept, expected):
+    """An argparse `type`: `convert(text)`, rejected with "must be {expected}" unless `accept(value)`."""
+
+    def parse(text):
+        value = convert(text)
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {text}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in its "invalid ... value" message
+    return parse
+
+
+# argparse types for the recipes' flags (argparse turns the errors into usage errors).
+positive_int = _argument_type("positive_int", int, lambda v: v >= 1, "a positive integer")
+positive_float = _argument_type("positive_float", float, lambda v: v > 0, "a positive number")
+non_negative_float = _argument_type("non_negative_float", float, lambda v: not v < 0, ">= 0")
+fraction = _argument_type("fraction", float, lambda v: 0.0 <= v < 1.0, "in [0, 1)")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows "(default: ...)" only where it informs: not for on/off switches, nor for unset options."""
+
+    def _get_help_string(self, action):
+        if isinstance(action.default, bool) or action.default is None or action.default == argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def recipe_parser(description, epochs, batch_size, learning_rate):
+    """An ArgumentParser with the flags every training recipe shares."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)
+    parser.add_argument("--epochs", type=positive_int, default=epochs, help="training epochs")
+    parser.add_argument("--batch-size", type=positive_int, default=batch_size, help="global batch size")
+    parser.add_argument("--learning-rate", type=positive_float, default=learning_rate, help="peak learning rate")
+    parser.add_argument("--warmup-fraction", type=fraction, default=0.1,
+                        help="fraction of the steps with a linear learning-rate warm-up (then cosine decay)")
+    parser.add_argument("--clipnorm", type=float, default=1.0, help="gradient clipping norm (0 turns it off)")
+    parser.add_argument("--accumulate-steps", type=positive_int, default=1, metavar="N",
+                        help="average the gradients of N batches before each update (the optimizer's "
+                             "gradient_accumulation_steps): the update of an N times larger batch, in the memory "
+                             "of one; the learning-rate schedule still counts batches")
+    parser.add_argument("--output-dir", default=None,
+                        help="where to write the run (default: runs/<recipe>/<timestamp>). An interrupted run in "
+                             "that folder resumes; a finished one is left as it is (see --overwrite)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="delete a finished run in --output-dir and train again from scratch")
+    parser.add_argument("--quick", action="store_true",
+                        help="a tiny run on a few hundred examples that checks the whole pipeline runs")
+    parser.add_argument("--mixed-precision", nargs="?", const="float16", choices=("float16", "bfloat16"), default=None,
+                        help="compute in float16 (GPU; the flag alone) or bfloat16 (recent GPUs, TPUs, CPUs with "
+                             "AVX512-BF16), keeping float32 weights")
+    parser.add_argument("--jit", action="store_true", help="compile training steps with XLA (jit_compile=True)")
+    parser.add_argument("--distribute", choices=DISTRIBUTE, default="none",
+                        help="tf.distribute strategy: mirrored = all local GPUs, multiworker = read TF_CONFIG")
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument("--no-attention-maps", dest="attention_maps", action="store_false",
+                        help="do not draw attention maps during training (they are drawn by default)")
+    return parser
+
+
+def parse_early(parse_args, argv):
+    """Runs a recipe's `parse_args` before TensorFlow is imported, when the recipe is the main program: `--help`
+    and flag errors answer at once. `parse_args` itself must need nothing but argparse and these types."""
+    parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ INFO/WARNING lines off
