@@ -7,6 +7,7 @@ import numbers
 import warnings
 
 import keras
+import numpy as np
 
 
 def positive_int(name, value, allow_none=False):
@@ -114,3 +115,25 @@ def renamed(owner, kwargs, old, new, value, default=None):
     warnings.warn(f"{owner}: `{old}` is deprecated, use `{new}` (same meaning); `{old}` goes in the next release.",
                   FutureWarning, stacklevel=3)
     return old_value
+
+
+def token_ids(name, values, vocab_size):
+    """Checks concrete token ids: integers (a float id 5.7 must not quietly become 5) in [0, vocab_size)."""
+    values = np.asarray(values)
+    if values.size == 0:
+        return
+    if not (np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.bool_)):
+        if not np.issubdtype(values.dtype, np.floating) or not np.all(np.mod(values, 1) == 0):
+            example = values.ravel()[np.flatnonzero(np.mod(values.astype("float64"), 1) != 0)[:1]]
+            raise TypeError(
+                f"`{name}` must hold integer token ids. Received dtype {values.dtype}"
+                + (f" with the non-integer value {example[0]!r}" if example.size else "")
+                + ". Tokenize to ints (and give keras.Input dtype='int32')."
+            )
+    low, high = values.min(), values.max()
+    if low < 0 or high >= vocab_size:
+        bad = high if high >= vocab_size else low
+        raise ValueError(
+            f"Token ids in `{name}` must lie in [0, vocab_size) = [0, {vocab_size}). Received: an id of {int(bad)}. "
+            "Check the tokenizer's vocabulary size against the model's `vocab_size`."
+        )

@@ -168,18 +168,12 @@ class TokenEmbedding(keras.layers.Layer):
         return self.dropout_layer(x, training=training)
 
     def _check_ids(self, ids):
-        """Out-of-range ids are caught when their values are known (eager calls); inside a compiled graph the
-        values are not available to Python and the check is skipped."""
+        """Out-of-range and non-integer ids are caught when their values are known (eager calls); inside a
+        compiled graph the values are not available to Python (the ready models check NumPy inputs in `fit`,
+        `predict` and `evaluate` instead)."""
         values = _checks.concrete_value(ids)
-        if values is None or values.size == 0:
-            return
-        low, high = int(values.min()), int(values.max())
-        if low < 0 or high >= self.vocab_size:
-            bad = high if high >= self.vocab_size else low
-            raise ValueError(
-                f"Token ids must lie in [0, vocab_size) = [0, {self.vocab_size}). Received: an id of {bad} in "
-                "`inputs`. Check the tokenizer's vocabulary size against `vocab_size`."
-            )
+        if values is not None:
+            _checks.token_ids("inputs", values, self.vocab_size)
 
     def compute_mask(self, inputs, mask=None):
         if len(inputs.shape) == 3:  # reverse=True: vectors in, logits out; their mask passes through

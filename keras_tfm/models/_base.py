@@ -3,6 +3,8 @@ error for a misspelled keyword (`ViT(num_class=10)` must not quietly build a 100
 
 import inspect
 
+import keras
+
 from keras_tfm.layers import _checks
 from keras_tfm.models.presets import resolve_preset
 
@@ -29,6 +31,45 @@ class PresetModel:
         for name in self.argument_names():
             setattr(self, name, arguments[name])
 
+    # ------------------------------------------------------------------------------------------------------
+    # Token ids are checked before Keras traces the step: inside the compiled graph an id >= vocab_size would
+    # surface as a backend gather error ("indices[1,2] = 10 is not in [0, 10)").
+
+    def token_inputs(self, x):
+        """`[(name, array, vocab_size)]` for the token-id arrays in the model input `x` (none for images)."""
+        return []
+
+    def _check_token_inputs(self, x):
+        if x is None or _is_dataset(x):
+            return  # a tf.data pipeline or generator: its values are only seen inside the graph
+        for name, values, vocab_size in self.token_inputs(x):
+            if values is not None and not _is_dataset(values):
+                concrete = _checks.concrete_value(values)  # None while tracing a graph
+                if concrete is not None:
+                    _checks.token_ids(name, concrete, vocab_size)
+
+    def __call__(self, inputs, *args, **kwargs):
+        # Eager calls on arrays: Keras would cast float ids to int32 at the input layer (5.7 -> 5) unseen.
+        if not isinstance(inputs, keras.KerasTensor) and not (
+            isinstance(inputs, (tuple, list)) and any(isinstance(t, keras.KerasTensor) for t in inputs)
+        ):
+            self._check_token_inputs(inputs)
+        return super().__call__(inputs, *args, **kwargs)
+
+    def fit(self, x=None, y=None, *args, validation_data=None, **kwargs):
+        self._check_token_inputs(x)
+        if isinstance(validation_data, (tuple, list)) and validation_data:
+            self._check_token_inputs(validation_data[0])
+        return super().fit(x, y, *args, validation_data=validation_data, **kwargs)
+
+    def evaluate(self, x=None, *args, **kwargs):
+        self._check_token_inputs(x)
+        return super().evaluate(x, *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        self._check_token_inputs(x)
+        return super().predict(x, *args, **kwargs)
+
     @classmethod
     def from_preset(cls, preset, **kwargs):
         """A model of a named size (`PRESETS`); keyword arguments override the preset's."""
@@ -42,3 +83,8 @@ class PresetModel:
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+def _is_dataset(x):
+    """A data pipeline rather than arrays: a `tf.data.Dataset`, a `keras.utils.PyDataset`, a generator..."""
+    return not isinstance(x, (tuple, list, dict)) and not hasattr(x, "__array__") and not hasattr(x, "shape")

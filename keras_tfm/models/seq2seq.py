@@ -127,6 +127,11 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
         self.store_arguments(locals())
         self._generate_functions = {}
 
+    def token_inputs(self, x):
+        if isinstance(x, (tuple, list)) and len(x) == 2:
+            return [("source_ids", x[0], self.source_vocab_size), ("target_ids", x[1], self.target_vocab_size)]
+        return []
+
     def compile_for_training(self, optimizer=None, label_smoothing=0.0, **kwargs):
         """`compile` with a loss and accuracy that ignore padding (target id 0).
 
@@ -245,6 +250,7 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
                 "`source_ids` must be an int array of shape (batch, source_len). "
                 f"Received: shape {source_ids.shape}, dtype {source_ids.dtype}"
             )
+        _checks.token_ids("source_ids", source_ids, self.source_vocab_size)
         if source_ids.shape[1] > self.max_length:
             raise ValueError(
                 f"`source_ids` is longer ({source_ids.shape[1]}) than the model's max_length ({self.max_length})."

@@ -101,3 +101,6 @@ class TextClassifier(PresetModel, keras.Model):
         super().__init__(ids, logits, **kwargs)
 
         self.store_arguments(locals())
+
+    def token_inputs(self, x):
+        return [("x", x, self.vocab_size)]

@@ -104,3 +104,10 @@ def test_token_id_out_of_range():
 def test_wrong_rank():
     with pytest.raises(ValueError, match=r"`inputs` must have rank 2.*\(2, 3, 4\)"):
         TokenEmbedding(10, 8)(np.ones((2, 3, 4), "int32"))
+
+
+def test_float_ids_are_a_type_error_and_integral_floats_are_accepted():
+    embed = TokenEmbedding(10, 4)
+    with pytest.raises(TypeError, match=r"`inputs` must hold integer token ids.*5\.7"):
+        embed(np.array([[1.0, 5.7]]))
+    np.testing.assert_array_equal(to_numpy(embed(np.array([[1.0, 5.0]]))), to_numpy(embed(np.array([[1, 5]]))))

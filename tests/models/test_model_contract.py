@@ -136,3 +136,41 @@ def test_keras_files_saved_with_the_old_names_still_load(tmp_path):
     assert "`scale` is deprecated" in messages and "`hidden_dim` is deprecated" in messages and "gap" in messages
     for got, want in zip(loaded(x), expected):
         np.testing.assert_array_equal(to_numpy(got), want)
+
+
+@pytest.mark.parametrize("name", ["TextClassifier", "Seq2SeqTransformer"])
+def test_out_of_range_ids_are_a_clear_error_in_fit_predict_and_evaluate(name):
+    model, x, y = MODELS[name]()
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    bad = x.copy() if isinstance(x, np.ndarray) else (x[0].copy(), x[1])
+    (bad if isinstance(bad, np.ndarray) else bad[0])[1, 2] = 20  # vocab_size is 20
+    message = r"Token ids in `(x|source_ids)` must lie in \[0, vocab_size\) = \[0, 20\). Received: an id of 20"
+    with pytest.raises(ValueError, match=message):
+        model.fit(bad, y, epochs=1, verbose=0)
+    with pytest.raises(ValueError, match=message):
+        model.fit(x, y, epochs=1, verbose=0, validation_data=(bad, y))
+    with pytest.raises(ValueError, match=message):
+        model.predict(bad, verbose=0)
+    with pytest.raises(ValueError, match=message):
+        model.evaluate(bad, y, verbose=0)
+
+
+def test_float_ids_are_a_type_error_not_truncated():
+    model, x, _ = MODELS["TextClassifier"]()
+    with pytest.raises(TypeError, match=r"integer token ids.*5\.7"):
+        model(np.array([[3, 5.7, 0]]))
+    np.testing.assert_array_equal(to_numpy(model(np.array([[3.0, 5.0]]))), to_numpy(model(np.array([[3, 5]]))))
+
+
+def test_generate_rejects_out_of_range_source_ids():
+    model, x, _ = MODELS["Seq2SeqTransformer"]()
+    with pytest.raises(ValueError, match=r"Token ids in `source_ids` must lie in \[0, vocab_size\) = \[0, 20\)"):
+        model.generate(x[0] + 20, max_length=3)
+
+
+def test_seq2seq_fit_with_unshifted_targets_says_to_shift_them():
+    model, (source, target_input), _ = MODELS["Seq2SeqTransformer"]()
+    model.compile_for_training()
+    full_target = np.concatenate([target_input, target_input[:, -1:]], axis=1)  # one longer than the output
+    with pytest.raises(ValueError, match=r"shift the targets.*target\[:, :-1\]\), target\[:, 1:\]"):
+        model.fit((source, target_input), full_target, epochs=1, verbose=0)
