@@ -18,12 +18,6 @@ def _token_weights(y_true, ignore_id, sample_weight=None):
     return weights
 
 
-def _take_label(values, y_true):
-    """`values[b, t, y_true[b, t]]`: `(batch, length, vocab)`, `(batch, length)` -> `(batch, length)`."""
-    labels = ops.where(y_true < 0, 0, y_true)  # the ignore id may be negative; its loss is weighted out anyway
-    return ops.take_along_axis(values, labels[..., None], axis=-1)[..., 0]
-
-
 def _check_shifted(y_true, y_pred):
     """Labels and predictions must be equally long; off by one almost always means unshifted targets."""
     true_length, pred_length = _static(y_true.shape, 1), _static(y_pred.shape, 1)
@@ -73,17 +67,17 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         y_true = ops.cast(y_true, "int32")
         y_pred = ops.cast(y_pred, "float32")  # (batch, length, vocab)
         # Cross-entropy against the smoothed target (1 - ε)·onehot + ε/V, written without the one-hot:
-        #   loss = -(1 - ε)·log p[label] - ε·mean_v(log p[v]),   with log p = logits - logsumexp(logits).
-        # Every temporary is (batch, length): no (batch, length, vocab) target tensor is ever built.
-        if self.from_logits:
-            normaliser = ops.logsumexp(y_pred, axis=-1)  # (batch, length)
-            log_p_label = _take_label(y_pred, y_true) - normaliser
-            mean_log_p = ops.mean(y_pred, axis=-1) - normaliser
-        else:
-            log_p = ops.log(ops.clip(y_pred / ops.sum(y_pred, axis=-1, keepdims=True), 1e-7, 1.0))
-            log_p_label = _take_label(log_p, y_true)
-            mean_log_p = ops.mean(log_p, axis=-1)
-        losses = -(1.0 - self.label_smoothing) * log_p_label - self.label_smoothing * mean_log_p  # (batch, length)
+        #   loss = (1 - ε)·(-log p[label]) + ε·(-mean_v log p[v])
+        # The first term is the fused sparse cross-entropy kernel; the second is logsumexp - mean(logits).
+        labels = ops.where(y_true < 0, 0, y_true)  # a negative ignore id is weighted out below anyway
+        losses = ops.sparse_categorical_crossentropy(labels, y_pred, from_logits=self.from_logits)  # (batch, length)
+        if self.label_smoothing:
+            if self.from_logits:
+                mean_log_p = ops.mean(y_pred, axis=-1) - ops.logsumexp(y_pred, axis=-1)
+            else:
+                probabilities = y_pred / ops.sum(y_pred, axis=-1, keepdims=True)
+                mean_log_p = ops.mean(ops.log(ops.clip(probabilities, 1e-7, 1.0)), axis=-1)
+            losses = (1.0 - self.label_smoothing) * losses - self.label_smoothing * mean_log_p
         weights = _token_weights(y_true, self.ignore_id, sample_weight)
         return ops.sum(losses * weights) / ops.maximum(ops.sum(weights), 1.0)
 

@@ -100,10 +100,15 @@ class SubwordTokenizer:
         return self._processor.id_to_piece(int(token_id))
 
     def encode(self, texts, add_start=False, add_end=False):
-        """A list of strings -> a list of lists of token ids, optionally framed by the start and end tokens."""
+        """A list of strings -> a list of lists of token ids, optionally framed by the start and end tokens.
+        One string -> one list of ids (so `decode(encode(text)) == text`)."""
         if isinstance(texts, str):
-            raise TypeError(f"`texts` must be a list of strings, not one string. Received: {texts!r}")
-        ids = self._processor.encode(list(texts), out_type=int)
+            return self.encode([texts], add_start=add_start, add_end=add_end)[0]
+        texts = list(texts)
+        if not all(isinstance(text, str) for text in texts):
+            kinds = sorted({type(text).__name__ for text in texts if not isinstance(text, str)})
+            raise TypeError(f"`texts` must be a string or a list of strings. Received a list holding {kinds}.")
+        ids = self._processor.encode(texts, out_type=int)
         return [([START] if add_start else []) + row + ([END] if add_end else []) for row in ids]
 
     def encode_padded(self, texts, length, add_start=False, add_end=False, truncate=True, multiple=None):
@@ -125,7 +130,11 @@ class SubwordTokenizer:
 
     def decode(self, ids):
         """Token ids (a `(batch, length)` array or a list of lists) -> strings. Each row stops at the end token;
-        padding and start tokens are skipped."""
+        padding and start tokens are skipped. One row (a list of ints or a 1-D array) -> one string."""
+        if isinstance(ids, np.ndarray) and ids.ndim == 1 or (
+            isinstance(ids, (list, tuple)) and ids and all(isinstance(token, (int, np.integer)) for token in ids)
+        ):
+            return self.decode([ids])[0]
         texts = []
         for row in ids:
             row = [int(token) for token in np.asarray(row).reshape(-1)]

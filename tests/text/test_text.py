@@ -77,8 +77,11 @@ def test_bpe_and_bad_arguments():
         SubwordTokenizer.train(ENGLISH, vocab_size=0)
     with pytest.raises(ValueError, match="no non-empty sentence"):
         SubwordTokenizer.train(["", "  "])
-    with pytest.raises(TypeError, match="list of strings, not one string"):
-        bpe.encode("a sentence")
+    # One string in, one list of ids out, and back: decode(encode(s)) == s.
+    assert bpe.decode(bpe.encode("a sentence")) == "a sentence"
+    assert bpe.encode("a sentence") == bpe.encode(["a sentence"])[0]
+    with pytest.raises(TypeError, match=r"a string or a list of strings. Received a list holding \['int'\]"):
+        bpe.encode(["a sentence", 3])
     with pytest.raises(TypeError, match="`model_proto` must be bytes"):
         SubwordTokenizer("not a model")
 
