@@ -36,7 +36,7 @@ def one_hot_loss(label_smoothing):
     return loss
 
 
-def run_variant(variant, length, steps, batch, vocab):
+def run_variant(variant, length, steps, batch, vocab, smoothing):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import keras
     import numpy as np
@@ -47,7 +47,7 @@ def run_variant(variant, length, steps, batch, vocab):
     keras.utils.set_random_seed(0)
     model = Seq2SeqTransformer.from_preset("small", source_vocab_size=vocab, target_vocab_size=vocab, max_length=length,
                                            tie_embeddings=True)
-    loss = one_hot_loss(0.1) if variant == "one-hot" else MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)
+    loss = one_hot_loss(smoothing) if variant == "one-hot" else MaskedSparseCategoricalCrossentropy(label_smoothing=smoothing)
     model.compile(keras.optimizers.AdamW(1e-4), loss=loss, metrics=[MaskedAccuracy()])
     rng = np.random.default_rng(0)
     source = rng.integers(4, vocab, (batch * steps, length)).astype("int32")
@@ -65,20 +65,23 @@ def main():
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--label-smoothing", type=float, default=0.1, help="translate's default: 0.1")
     parser.add_argument("--variant", choices=("one-hot", "keras_tfm"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.variant:  # the child process
-        print(json.dumps(run_variant(args.variant, args.length, args.steps, args.batch_size, args.vocab_size)))
+        print(json.dumps(run_variant(args.variant, args.length, args.steps, args.batch_size, args.vocab_size,
+                                      args.label_smoothing)))
         return
     results = []
     for variant in ("one-hot", "keras_tfm"):
         command = [sys.executable, __file__, "--variant", variant, "--length", str(args.length), "--steps",
-                   str(args.steps), "--batch-size", str(args.batch_size), "--vocab-size", str(args.vocab_size)]
+                   str(args.steps), "--batch-size", str(args.batch_size), "--vocab-size", str(args.vocab_size),
+                   "--label-smoothing", str(args.label_smoothing)]
         output = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True).stdout
         results.append(json.loads(output.strip().splitlines()[-1]))
     one_hot_bytes = 4 * args.batch_size * args.length * args.vocab_size
     print(f"translate training step: batch {args.batch_size}, length {args.length}, vocabulary {args.vocab_size} "
-          f"(one (batch, length, vocab) float32 tensor = {one_hot_bytes / 2**20:.0f} MiB)")
+          f"label smoothing {args.label_smoothing} (one (batch, length, vocab) float32 tensor = {one_hot_bytes / 2**20:.0f} MiB)")
     print(f"{'loss':<12}{'peak RSS (MiB)':>16}{'in fit (MiB)':>14}{'last loss':>12}")
     for row in results:
         print(f"{row['variant']:<12}{row['peak_mib']:>16.0f}{row['peak_mib'] - row['before_fit_mib']:>14.0f}"

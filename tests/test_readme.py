@@ -1,0 +1,102 @@
+"""The README is executed: every Python block runs, and every shell command is run here or by CI.
+
+Blocks that need data or a trained model say so in a comment; the test supplies small stand-ins (SETUP below,
+matched by a line of the block) and may shrink sizes for speed (SHRINK). A new block with undefined names
+fails here until it is runnable or gets a SETUP entry.
+"""
+
+import os
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+SHELL_LINES = [line.strip() for block in re.findall(r"```bash\n(.*?)```", README, flags=re.S)
+               for line in block.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+SETUP = {
+    "english, german, references": """
+import numpy as np
+from keras_tfm.models import Seq2SeqTransformer
+english = [f"A {a} {b} on the {c}." for a in ("dog", "man", "child") for b in ("runs", "sits", "plays")
+           for c in ("beach", "street", "grass")] * 4
+german = [f"Ein {a} {b} am {c}." for a in ("Hund", "Mann", "Kind") for b in ("läuft", "sitzt", "spielt")
+          for c in ("Strand", "Straße", "Rasen")] * 4
+references = ["Ein Hund läuft am Strand."]
+model = Seq2SeqTransformer.from_preset("tiny", source_vocab_size=320, target_vocab_size=320, max_length=16)
+""",
+    "model: a ViT": """
+import numpy as np
+from keras_tfm.models import ViT
+model = ViT.from_preset("tiny", num_classes=3)
+model.compile("adam", "sparse_categorical_crossentropy")
+images = np.random.default_rng(0).integers(0, 256, (8, 32, 32, 3)).astype("uint8")
+x_train, y_train, x_test = images, np.arange(8) % 3, images
+""",
+}
+SHRINK = {"vocab_size=8000": "vocab_size=320", "make_dataset(2000,": "make_dataset(200,", "epochs=5": "epochs=1"}
+
+
+def _setup_for(block):
+    return "".join(code for key, code in SETUP.items() if key in block)
+
+
+@pytest.mark.parametrize("index", range(len(PYTHON_BLOCKS)))
+def test_python_block_runs(index, tmp_path, monkeypatch):
+    block = PYTHON_BLOCKS[index]
+    for long, short in SHRINK.items():
+        block = block.replace(long, short)
+    monkeypatch.chdir(tmp_path)  # files a block writes (rollout.png, my_translator/) land here
+    namespace = {"__name__": f"readme_block_{index}"}
+    exec(compile(_setup_for(block) + block, f"README.md python block {index}", "exec"), namespace)
+
+
+def test_every_setup_entry_is_used():
+    for key in SETUP:
+        assert any(key in block for block in PYTHON_BLOCKS), f"SETUP entry {key!r} matches no README block"
+
+
+def _recipe_commands():
+    for line in SHELL_LINES:
+        for command in line.split("&&"):
+            words = shlex.split(command.split("#")[0])
+            if words[:2] == ["python", "-m"] and words[2].startswith("recipes."):
+                yield words[2].removeprefix("recipes."), words[3:]
+
+
+def test_every_shell_command_is_run_somewhere():
+    """Each README shell command is one of: the test command (CI runs it), a recipe command (its flags are
+    parsed below; the quick start's reverse_digits run is run in full by CI), or a benchmark (run with --help
+    below: they need minutes and optional packages)."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    for line in SHELL_LINES:
+        command = line.split("  #")[0].strip()
+        if command.startswith("python3 -m venv"):
+            assert command in ci or "python -m recipes.reverse_digits" in command, command
+        else:
+            assert command.startswith(("python -m recipes.", "python benchmarks/")), f"unchecked command: {command}"
+
+
+@pytest.mark.parametrize("recipe, arguments", list(_recipe_commands()), ids=lambda v: str(v))
+def test_recipe_commands_parse(recipe, arguments):
+    import importlib
+
+    module = importlib.import_module(f"recipes.{recipe}")
+    module.parse_args([argument.replace("path/to/multi30k", str(ROOT)) for argument in arguments])
+
+
+BENCHMARKS = sorted({line.split()[1] for line in SHELL_LINES if line.startswith("python benchmarks/")})
+
+
+@pytest.mark.parametrize("script", BENCHMARKS)
+def test_benchmark_commands_exist_and_parse(script):
+    result = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "usage" in result.stdout.lower()
