@@ -71,9 +71,9 @@ def _recipe_commands():
 
 
 def test_every_shell_command_is_run_somewhere():
-    """Each README shell command is one of: the test command (CI runs it), a recipe command (its flags are
-    parsed below; the quick start's reverse_digits run is run in full by CI), or a benchmark (run with --help
-    below: they need minutes and optional packages)."""
+    """Each README shell command is one of: the test command (CI runs it exactly), a recipe command (its flags
+    are parsed below, and each recipe's `--quick` run is tested in tests/recipes; full runs take minutes to
+    hours), or a benchmark (run with --help below: they need minutes and optional packages)."""
     ci = (ROOT / ".ci" / "run").read_text()
     for line in SHELL_LINES:
         command = line.split("  #")[0].strip()

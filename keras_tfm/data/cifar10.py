@@ -5,7 +5,7 @@ Two sources give the same thing, datasets of `(image uint8 (32, 32, 3), label in
     load_tfds(data_dir)          tensorflow-datasets "cifar10" (downloaded, or a prepared copy in `data_dir`)
     load_image_folder(path)      path/train/<class>/*.png|jpg and path/test/<class>/*.png|jpg
 
-When neither can be had (no copy, no network), they raise `keras_tfm.training.DataUnavailable` with a
+When neither can be had (no copy, no network), they raise `keras_tfm.data.DataUnavailable` with a
 paragraph that says what was tried and how to provide the data; they never hang on a download.
 
 The pipelines keep raw [0, 255] pixels: `keras_tfm.models.ViT` rescales them itself, so nothing here

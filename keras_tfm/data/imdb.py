@@ -7,7 +7,7 @@ Two sources, both giving `tf.data` datasets of `(text, label)` pairs (a scalar s
 * the original archive unpacked — `load_folder("path/to/aclImdb")`, which reads
   `aclImdb/{train,test}/{neg,pos}/*.txt`.
 
-`load_imdb` picks between them. When neither works it raises `keras_tfm.training.DataUnavailable` saying what
+`load_imdb` picks between them. When neither works it raises `keras_tfm.data.DataUnavailable` saying what
 it tried and how to provide the data. Text is turned into token ids with Keras' own `TextVectorization`
 (`make_vectorizer`), whose vocabulary is saved next to a trained model (`save_vocabulary` / `load_vocabulary`).
 """

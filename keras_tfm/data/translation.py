@@ -9,7 +9,7 @@ https://github.com/multi30k/dataset (folder `data/task1/raw`). `multi30k_files(f
 as pairs in the direction of its supervised keys.
 
 Every loader returns a `Corpus`: `{split: (source_sentences, target_sentences)}` with lists of str. When the data
-cannot be found it raises `keras_tfm.training.DataUnavailable` saying what it tried and how to provide it.
+cannot be found it raises `keras_tfm.data.DataUnavailable` saying what it tried and how to provide it.
 `make_dataset` turns token-id arrays into batches for `Seq2SeqTransformer.fit`.
 """
 
