@@ -8,55 +8,9 @@ import pytest
 from keras_tfm.data import imdb
 from keras_tfm.models import TextClassifier
 from recipes import imdb_classifier
+from tests.data.samples import write_acl_imdb
 
 pytestmark = pytest.mark.tensorflow_only  # the loaders and TextVectorization run on tf.data
-
-POSITIVE = ["great", "wonderful", "loved", "brilliant", "superb", "moving"]
-NEGATIVE = ["awful", "boring", "hated", "terrible", "dull", "waste"]
-NEUTRAL = ["the", "film", "movie", "plot", "actors", "story", "was", "and", "a", "it"]
-
-
-def write_acl_imdb(root, per_class=16, seed=0):
-    """A tiny folder with the aclImdb layout: {train,test}/{pos,neg}/*.txt, short reviews whose sentiment words
-    give the label away (with the `<br />` tags and punctuation of the real reviews)."""
-    rng = np.random.default_rng(seed)
-    for split in ("train", "test"):
-        for label, words in (("pos", POSITIVE), ("neg", NEGATIVE)):
-            os.makedirs(root / split / label)
-            for i in range(per_class):
-                review = list(rng.choice(NEUTRAL, 8)) + list(rng.choice(words, 3))
-                rng.shuffle(review)
-                text = " ".join(review[:6]).capitalize() + ".<br /><br />" + " ".join(review[6:]) + "!"
-                (root / split / label / f"{i}_{rng.integers(1, 11)}.txt").write_text(text)
-    return root
-
-
-def test_standardize_lowercases_and_strips_line_breaks_and_punctuation():
-    vectorizer = imdb.make_vectorizer(vocab_size=100, sequence_length=6)
-    vectorizer.adapt(np.array(["Great film.<br /><br />GREAT, acting!", "a dull film"]))
-    vocabulary = vectorizer.get_vocabulary()
-    assert vocabulary[:2] == ["", "[UNK]"] and "great" in vocabulary and "br" not in vocabulary
-    assert not any(mark in token for token in vocabulary for mark in ".,!<>/")
-    ids = np.asarray(vectorizer(np.array(["GREAT film<br />unheard-of"])))
-    words = [vocabulary[i] for i in ids[0]]
-    assert words == ["great", "film", "[UNK]", "[UNK]", "", ""]  # "unheard-of" is two unknown words, then padding
-
-
-def test_vocabulary_round_trip(tmp_path):
-    vocabulary = ["", "[UNK]", "great", "film", "dull"]
-    path = imdb.save_vocabulary(vocabulary, tmp_path / "vocabulary.txt")
-    assert imdb.load_vocabulary(path) == vocabulary
-    vectorizer = imdb.make_vectorizer(10, 4, vocabulary=imdb.load_vocabulary(path))
-    np.testing.assert_array_equal(vectorizer(np.array(["Dull, dull film"])), [[4, 4, 3, 0]])
-
-
-def test_folder_loader_reads_texts_and_labels(tmp_path):
-    train, test = imdb.load_folder(str(write_acl_imdb(tmp_path / "aclImdb", per_class=3)))
-    pairs = [(text.numpy().decode(), int(label)) for text, label in train]
-    assert len(pairs) == 6 and sorted(label for _, label in pairs) == [0, 0, 0, 1, 1, 1]
-    for text, label in pairs:  # 1 = pos: the positive words are in the positive reviews
-        assert any(word in text.lower() for word in (POSITIVE if label else NEGATIVE))
-    assert len(list(test)) == 6
 
 
 @pytest.mark.slow
