@@ -71,3 +71,14 @@ def test_bad_flags_are_usage_errors(flags, capsys):
         imdb_classifier.main(flags)
     assert exit_info.value.code == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_without_data_or_network_the_recipe_answers_at_once(network_unreachable, tmp_path, capsys):
+    pytest.importorskip("tensorflow_datasets")
+    with pytest.raises(SystemExit) as exit_info:
+        imdb_classifier.main(["--quick", "--output-dir", str(tmp_path / "run")])  # no --imdb-dir, no --data-dir
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err
+    assert "cannot connect to ai.stanford.edu" in message and "--imdb-dir path/to/aclImdb" in message
+    assert len(network_unreachable.connections) == 1 and network_unreachable.downloads == []
+    assert os.listdir(tmp_path) == []  # no run folder, no tensorflow-datasets folder

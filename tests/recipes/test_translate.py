@@ -83,3 +83,14 @@ def test_bad_flags_are_usage_errors(flags, capsys):
         translate.main(flags)
     assert exit_info.value.code == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_tfds_without_a_network_answers_at_once(network_unreachable, tmp_path, capsys):
+    pytest.importorskip("tensorflow_datasets")
+    with pytest.raises(SystemExit) as exit_info:
+        translate.main(["--tfds", "ted_hrlr_translate/pt_to_en", "--output-dir", str(tmp_path / "run")])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err
+    assert "cannot connect to" in message and "--tfds-dir FOLDER" in message
+    assert len(network_unreachable.connections) == 1 and network_unreachable.downloads == []
+    assert os.listdir(tmp_path) == []
