@@ -83,9 +83,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
             raise ValueError(f"`kind` must be one of {list(KINDS)}. Received: kind={kind!r}")
         if isinstance(every_n_epochs, bool) or not isinstance(every_n_epochs, int) or every_n_epochs < 1:
             raise ValueError(f"`every_n_epochs` must be a positive integer. Received: every_n_epochs={every_n_epochs!r}")
-        if isinstance(inputs, list):
-            inputs = tuple(inputs)
-        self.inputs = tuple(np.asarray(x) for x in inputs) if isinstance(inputs, tuple) else np.asarray(inputs)
+        self.inputs = self._sample_arrays(inputs)
         self.output_dir = output_dir
         self.every_n_epochs = every_n_epochs
         self.kind = self._infer_kind(self.inputs) if kind == "auto" else kind
@@ -96,6 +94,23 @@ class AttentionMapCallback(keras.callbacks.Callback):
         self.max_samples = max_samples
         self.written = []  # every file written, in order
         self._writer = None
+
+    @staticmethod
+    def _sample_arrays(inputs):
+        """`inputs` as an array, or a tuple of arrays for seq2seq; checked now rather than at the first epoch's end."""
+        if inputs is None:
+            raise ValueError(
+                "`inputs` must be the fixed sample to draw: images (n, H, W, C), token ids (n, length) or "
+                "(source_ids, target_ids). Received: inputs=None"
+            )
+        arrays = tuple(np.asarray(x) for x in inputs) if isinstance(inputs, (tuple, list)) else (np.asarray(inputs),)
+        for array in arrays:
+            if array.ndim == 0 or len(array) == 0:
+                raise ValueError(
+                    "`inputs` must hold at least one sample (a batch along the first axis). Received: inputs of "
+                    f"shape {[a.shape for a in arrays] if len(arrays) > 1 else array.shape}"
+                )
+        return arrays if isinstance(inputs, (tuple, list)) else arrays[0]
 
     @staticmethod
     def _infer_kind(inputs):

@@ -86,3 +86,13 @@ def test_bad_arguments():
         AttentionMapCallback(np.zeros((1, 4), "int32"), every_n_epochs=0)
     with pytest.raises(ValueError, match="Cannot tell the kind"):
         AttentionMapCallback(np.zeros((1, 4, 4)))
+
+
+def test_empty_or_missing_inputs_are_refused_when_the_callback_is_made():
+    x = np.zeros((4, 8, 8, 3), "uint8")
+    for inputs in (x[:0], (np.zeros((0, 5), "int32"), np.zeros((0, 4), "int32")), np.float32(1.0)):
+        with pytest.raises(ValueError, match=r"`inputs` must hold at least one sample .*Received: inputs of shape"):
+            AttentionMapCallback(inputs)
+    with pytest.raises(ValueError, match=r"`inputs` must be the fixed sample to draw.*Received: inputs=None"):
+        AttentionMapCallback(None)
+    assert AttentionMapCallback(x[:1]).kind == "image"  # one sample is enough
