@@ -18,7 +18,6 @@ import string
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from keras_tfm.data import DataUnavailable, download_tfds, first_line
 
@@ -105,6 +104,8 @@ def standardize_review(text):
 
     Punctuation becomes a space, so "great.It" splits into two words.
     """
+    import tensorflow as tf  # TextVectorization runs on TensorFlow strings; `import keras_tfm` needs no TensorFlow
+
     text = tf.strings.lower(text)
     text = tf.strings.regex_replace(text, r"<br\s*/?>", " ")
     return tf.strings.regex_replace(text, f"[{re.escape(string.punctuation)}]", " ")
