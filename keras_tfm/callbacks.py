@@ -145,8 +145,9 @@ class AttentionMapCallback(keras.callbacks.Callback):
         prefix = f"epoch_{epoch:03d}"
         figures = getattr(self, f"_{self.kind}_figures")(maps, predicted)
         last = names[-1]
+        query_tokens, key_tokens = self._head_tokens(last, maps[last])  # sample 0's real tokens: no padding drawn
         figures.append((f"{last.replace('/', '-')}_heads", visualize.plot_attention_heads(
-            maps[last], title=f"{last}, epoch {epoch}, sample 0")))
+            maps[last], query_tokens, key_tokens, title=f"{last}, epoch {epoch}, sample 0")))
         for name, figure in figures:
             path = os.path.join(self.output_dir, f"{prefix}_{name}.png")
             self.written.append(visualize.save_figure(figure, path))
@@ -156,6 +157,30 @@ class AttentionMapCallback(keras.callbacks.Callback):
             path = os.path.join(self.output_dir, f"{prefix}_attention.npz")
             np.savez(path, names=np.array(names), **self._bertviz_arrays(maps))
             self.written.append(path)
+
+    def _head_tokens(self, name, weights):
+        """`(query_tokens, key_tokens)` of the first sample in the map `name`: its real tokens (with "[CLS]" where
+        the model prepends one), or `(None, None)` for images, which have neither words nor padding."""
+        if self.kind == "image":
+            return None, None
+        if self.kind == "text":
+            words = _token_strings(self.inputs[0], self.tokens)
+            if weights.shape[-1] == self.inputs.shape[1] + 1:  # a [CLS] token before the words
+                words = ["[CLS]"] + words
+            return (words, words) if words else (None, None)
+        source_vocabulary, target_vocabulary = self._seq2seq_vocabularies()
+        source = _token_strings(self.inputs[0][0], source_vocabulary)
+        target = _token_strings(self.inputs[1][0], target_vocabulary)
+        if not source or not target:  # an all-padding sample: nothing real to label, draw the whole map
+            return None, None
+        if name.endswith("cross_attention"):
+            return target, source
+        return (target, target) if name.endswith("self_attention") else (source, source)
+
+    def _seq2seq_vocabularies(self):
+        if isinstance(self.tokens, tuple) and len(self.tokens) == 2:
+            return self.tokens
+        return self.tokens, self.tokens
 
     def _predicted_names(self):
         if self.class_names is None:
@@ -196,9 +221,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
         if not cross:
             raise ValueError("kind='seq2seq' needs a model with DecoderBlock cross-attention.")
         weights = maps[cross[-1]]  # (batch, heads, target_len, source_len)
-        source_vocabulary, target_vocabulary = (
-            self.tokens if isinstance(self.tokens, tuple) and len(self.tokens) == 2 else (self.tokens, self.tokens)
-        )
+        source_vocabulary, target_vocabulary = self._seq2seq_vocabularies()
         source_ids, target_ids = self.inputs
         figures = []
         for i in range(min(len(source_ids), self.max_samples)):

@@ -5,6 +5,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_tfm import visualize
 from keras_tfm.callbacks import AttentionMapCallback, PositionEncodingPlot
 from keras_tfm.models import TextClassifier, ViT
 from tests.helpers import padded_ids, reverse_digits, small_reverser
@@ -96,3 +97,33 @@ def test_empty_or_missing_inputs_are_refused_when_the_callback_is_made():
     with pytest.raises(ValueError, match=r"`inputs` must be the fixed sample to draw.*Received: inputs=None"):
         AttentionMapCallback(None)
     assert AttentionMapCallback(x[:1]).kind == "image"  # one sample is enough
+
+
+def test_heads_pictures_show_the_first_sample_real_tokens(tmp_path, monkeypatch):
+    drawn = []
+    plot = visualize.plot_attention_heads
+    monkeypatch.setattr(visualize, "plot_attention_heads", lambda *a, **k: drawn.append(plot(*a, **k)) or drawn[-1])
+
+    def labels(figure):
+        ax = figure.axes[0]
+        return ax.images[0].get_array().shape, [t.get_text() for t in ax.get_yticklabels()], [
+            t.get_text() for t in ax.get_xticklabels()]
+
+    vocabulary = [f"w{i}" for i in range(10)]
+    ids = np.array([[4, 7, 2, 0, 0, 0], [1, 2, 3, 4, 5, 6]], "int32")  # sample 0: 3 words, 3 padding
+    for pool, words in (("cls", ["[CLS]", "w4", "w7", "w2"]), ("mean", ["w4", "w7", "w2"])):
+        classifier = TextClassifier(vocab_size=10, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32, pool=pool)
+        callback = AttentionMapCallback(ids, output_dir=tmp_path / pool, tokens=vocabulary)
+        callback.set_model(classifier)
+        callback.draw(1)
+        assert labels(drawn[-1]) == ((len(words), len(words)), words, words)
+
+    reverser = small_reverser()
+    source, target = reverse_digits(2, seed=0)
+    callback = AttentionMapCallback((source, target[:, :-1]), output_dir=tmp_path / "s2s")
+    callback.set_model(reverser)
+    callback.draw(1)
+    real_source = [str(i) for i in source[0] if i]
+    real_target = [str(i) for i in target[0, :-1] if i]
+    # The last map is the decoder's cross-attention: target tokens (rows) over source tokens (columns).
+    assert labels(drawn[-1]) == ((len(real_target), len(real_source)), real_target, real_source)
