@@ -160,22 +160,26 @@ class AttentionMapCallback(keras.callbacks.Callback):
 
     def _head_tokens(self, name, weights):
         """`(query_tokens, key_tokens)` of the first sample in the map `name`: its real tokens (with "[CLS]" where
-        the model prepends one), or `(None, None)` for images, which have neither words nor padding."""
+        the model prepends one). `(None, None)` (the whole map, numbered) for images, which have neither words nor
+        padding, and wherever the tokens do not fit the map."""
         if self.kind == "image":
             return None, None
         if self.kind == "text":
             words = _token_strings(self.inputs[0], self.tokens)
             if weights.shape[-1] == self.inputs.shape[1] + 1:  # a [CLS] token before the words
                 words = ["[CLS]"] + words
-            return (words, words) if words else (None, None)
-        source_vocabulary, target_vocabulary = self._seq2seq_vocabularies()
-        source = _token_strings(self.inputs[0][0], source_vocabulary)
-        target = _token_strings(self.inputs[1][0], target_vocabulary)
-        if not source or not target:  # an all-padding sample: nothing real to label, draw the whole map
-            return None, None
-        if name.endswith("cross_attention"):
-            return target, source
-        return (target, target) if name.endswith("self_attention") else (source, source)
+            query_tokens = key_tokens = words
+        else:
+            source_vocabulary, target_vocabulary = self._seq2seq_vocabularies()
+            source = _token_strings(self.inputs[0][0], source_vocabulary)
+            target = _token_strings(self.inputs[1][0], target_vocabulary)
+            if name.endswith("cross_attention"):
+                query_tokens, key_tokens = target, source
+            else:
+                query_tokens = key_tokens = target if name.endswith("self_attention") else source
+        if not 1 <= len(query_tokens) <= weights.shape[-2] or not 1 <= len(key_tokens) <= weights.shape[-1]:
+            return None, None  # an all-padding sample, or a model whose maps are not over these tokens
+        return query_tokens, key_tokens
 
     def _seq2seq_vocabularies(self):
         if isinstance(self.tokens, tuple) and len(self.tokens) == 2:

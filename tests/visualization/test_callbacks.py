@@ -117,6 +117,10 @@ def test_heads_pictures_show_the_first_sample_real_tokens(tmp_path, monkeypatch)
         callback.set_model(classifier)
         callback.draw(1)
         assert labels(drawn[-1]) == ((len(words), len(words)), words, words)
+    callback = AttentionMapCallback(np.zeros((1, 6), "int32"), output_dir=tmp_path / "empty", tokens=vocabulary)
+    callback.set_model(classifier)
+    callback.draw(1)  # an all-padding sample: nothing to label, the whole map numbered rather than an error
+    assert labels(drawn[-1])[0] == (6, 6)
 
     reverser = small_reverser()
     source, target = reverse_digits(2, seed=0)
