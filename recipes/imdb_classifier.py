@@ -55,8 +55,8 @@ def parse_args(argv):
     parser.add_argument("--train-samples", type=common.positive_int, default=None, help="use only this many (None = all)")
     parser.add_argument("--test-samples", type=common.positive_int, default=None, help="use only this many (None = all)")
     parser.add_argument("--predict", nargs="+", metavar=("RUN_DIR", "TEXT"),
-                        help="classify the texts with the classifier a finished run saved (RUN_DIR or RUN_DIR/classifier) "
-                             "and print the class probabilities; nothing is trained")
+                        help="classify the texts with the classifier a finished run saved (RUN_DIR or "
+                             "RUN_DIR/classifier) and print the class probabilities; nothing is trained")
     args = parser.parse_args(argv)
     if args.predict is not None and len(args.predict) < 2:
         parser.error("--predict needs a run folder and at least one text: --predict RUN_DIR \"text\" [\"text\" ...]")
@@ -150,7 +150,8 @@ def predict(run_dir, texts):
     try:
         pipeline = TextClassifierPipeline.load(folder)
     except ValueError as error:
-        print(f"error: --predict: {error} A finished imdb_classifier run keeps it in RUN_DIR/classifier.", file=sys.stderr)
+        print(f"error: --predict: {error} A finished imdb_classifier run keeps it in RUN_DIR/classifier.",
+              file=sys.stderr)
         sys.exit(2)
     probabilities = pipeline.predict(texts)  # (texts, classes)
     for text, row in zip(texts, probabilities):

@@ -101,7 +101,9 @@ def load_tfds(name, data_dir=None, download=None):
         return source, target
 
     def unavailable(what):
-        return DataUnavailable(f"Translation data: could not load tensorflow-datasets {name!r}: {what}. " + HOW_TO_PROVIDE)
+        return DataUnavailable(
+            f"Translation data: could not load tensorflow-datasets {name!r}: {what}. " + HOW_TO_PROVIDE
+        )
 
     try:
         corpus = {"train": read("train")}

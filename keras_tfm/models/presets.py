@@ -3,8 +3,8 @@
 ViT names follow the paper ("ViT-B/16" = Base with 16x16 patches) and build the model the released checkpoints
 fit: a learned position table and a [CLS] token (`position="learned"`, `pool="cls"`, as in the paper), so
 `load_vit_weights` takes them as they are. The lower-case names are small sizes that train from scratch on a CPU
-or one GPU, with the 2D sin-cos positions (the model's default). A preset fills in keyword arguments; anything passed explicitly to
-`from_preset` wins.
+or one GPU, with the 2D sin-cos positions (the model's default). A preset fills in keyword arguments; anything
+passed explicitly to `from_preset` wins.
 """
 
 _CHECKPOINT_LAYOUT = dict(position="learned", pool="cls")  # what every released ViT checkpoint has

@@ -7,4 +7,6 @@ from keras_tfm.text.classifier import TextClassifierPipeline
 from keras_tfm.text.tokenizer import END, MODEL_TYPES, PAD, START, UNK, SubwordTokenizer
 from keras_tfm.text.translator import Translator
 
-__all__ = ["END", "MODEL_TYPES", "PAD", "START", "UNK", "SubwordTokenizer", "TextClassifierPipeline", "Translator", "corpus_bleu"]
+__all__ = [
+    "END", "MODEL_TYPES", "PAD", "START", "UNK", "SubwordTokenizer", "TextClassifierPipeline", "Translator", "corpus_bleu"
+]

@@ -39,7 +39,8 @@ class TextClassifierPipeline:
 
     Example:
 
-    >>> pipeline = TextClassifierPipeline(model, vectorizer.get_vocabulary(), ["negative", "positive"])  # doctest: +SKIP
+    >>> vocabulary = vectorizer.get_vocabulary()  # doctest: +SKIP
+    >>> pipeline = TextClassifierPipeline(model, vocabulary, ["negative", "positive"])  # doctest: +SKIP
     >>> pipeline.predict(["A wonderful, moving film.", "Dull and far too long."])  # doctest: +SKIP
     array([[0.08, 0.92], [0.85, 0.15]], dtype=float32)
     >>> pipeline.save("runs/imdb/classifier")  # doctest: +SKIP
