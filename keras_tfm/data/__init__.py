@@ -6,6 +6,8 @@ host can be reached (`unreachable`): an offline machine gets the instructions wi
 download retries, and no half-written folders are left behind.
 """
 
+import contextlib
+import logging
 import os
 import shutil
 import socket
@@ -41,6 +43,22 @@ def unreachable(url, timeout=CONNECT_TIMEOUT):
         return f"cannot connect to {parts.hostname}: {error}"
 
 
+@contextlib.contextmanager
+def quiet_tfds_lookup():
+    """Silences tensorflow-datasets' warnings while looking for a prepared copy.
+
+    It warns ("Variant folder ... has no dataset_info.json") whenever a copy is not there: the case a loader
+    handles, and then explains in its own message.
+    """
+    logger = logging.getLogger("absl")  # tfds logs through absl, which logs through this logger
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def download_tfds(name, data_dir, url):
     """Downloads and prepares the tensorflow-datasets set `name` into `data_dir` (None: tfds' default folder),
     after checking once that `url`, where tfds downloads it from, can be reached.
@@ -65,4 +83,4 @@ def download_tfds(name, data_dir, url):
         return f"{type(error).__name__}: {first_line(error)}"
 
 
-__all__ = ["CONNECT_TIMEOUT", "DataUnavailable", "download_tfds", "first_line", "unreachable"]
+__all__ = ["CONNECT_TIMEOUT", "DataUnavailable", "download_tfds", "first_line", "quiet_tfds_lookup", "unreachable"]

@@ -25,7 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.data import DataUnavailable, download_tfds
+from keras_tfm.data import DataUnavailable, download_tfds, quiet_tfds_lookup
 
 CLASS_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 IMAGE_SIZE = 32
@@ -72,10 +72,12 @@ def load_tfds(data_dir=None, download=True):
     import tensorflow_datasets as tfds  # imported here: the image-folder path does not need it
 
     try:
-        return _tfds_splits(tfds, data_dir)
+        with quiet_tfds_lookup():
+            return _tfds_splits(tfds, data_dir)
     except (AssertionError, FileNotFoundError):  # tfds asserts that the prepared files exist
         pass
-    where = tfds.builder("cifar10", data_dir=data_dir).data_dir
+    with quiet_tfds_lookup():
+        where = tfds.builder("cifar10", data_dir=data_dir).data_dir
     tried = f"Looked for a prepared tensorflow-datasets copy of CIFAR-10 in {where} and found none"
     if not download:
         raise DataUnavailable(

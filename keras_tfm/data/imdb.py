@@ -19,7 +19,7 @@ import string
 import keras
 import numpy as np
 
-from keras_tfm.data import DataUnavailable, download_tfds, first_line
+from keras_tfm.data import DataUnavailable, download_tfds, first_line, quiet_tfds_lookup
 
 CLASS_NAMES = ("neg", "pos")  # label 0, label 1: the folder names of aclImdb and the order tfds uses
 DOWNLOAD_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
@@ -65,7 +65,8 @@ def load_tfds(data_dir=None, download=None):
 
     download = data_dir is None if download is None else download
     try:
-        return _tfds_splits(tfds, data_dir)
+        with quiet_tfds_lookup():
+            return _tfds_splits(tfds, data_dir)
     except Exception as error:  # tfds reports a missing copy with several exception types
         missing = f"{type(error).__name__}: {first_line(error)}"
     if not download:

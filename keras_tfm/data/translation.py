@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from keras_tfm.data import DataUnavailable, download_tfds, first_line
+from keras_tfm.data import DataUnavailable, download_tfds, first_line, quiet_tfds_lookup
 
 SPLITS = ("train", "validation", "test")
 MULTI30K_URL = "https://github.com/multi30k/dataset/tree/master/data/task1/raw"
@@ -106,14 +106,16 @@ def load_tfds(name, data_dir=None, download=None):
         )
 
     try:
-        corpus = {"train": read("train")}
+        with quiet_tfds_lookup():
+            corpus = {"train": read("train")}
     except Exception as error:  # tfds reports an unknown name or a missing copy with many exception types
         missing = f"{type(error).__name__}: {first_line(error)}"
         if not download or isinstance(error, tfds.core.registered.DatasetNotFoundError):
             where = f" (nothing is downloaded into --tfds-dir {data_dir!r})" if data_dir else ""
             raise unavailable(missing + where) from error
         # tfds knows no download address before it starts; the homepage's host tells whether there is a network.
-        url = tfds.builder(name, data_dir=data_dir).info.homepage or "https://www.tensorflow.org/datasets"
+        with quiet_tfds_lookup():
+            url = tfds.builder(name, data_dir=data_dir).info.homepage or "https://www.tensorflow.org/datasets"
         problem = download_tfds(name, data_dir, url)
         if problem is not None:
             raise unavailable(f"no prepared copy, and downloading it failed ({problem})") from error

@@ -54,7 +54,7 @@ def test_offline_download_fails_fast_with_the_same_message(tmp_path, monkeypatch
         cifar10.load_tfds(str(tmp_path), download=True)
 
 
-def test_without_a_network_the_download_is_not_started_and_no_folder_is_left(network_unreachable, tmp_path):
+def test_without_a_network_the_download_is_not_started_and_no_folder_is_left(network_unreachable, tmp_path, caplog):
     pytest.importorskip("tensorflow_datasets")
     with pytest.raises(DataUnavailable) as error:
         cifar10.load_tfds(str(tmp_path / "tfds"), download=True)
@@ -63,3 +63,4 @@ def test_without_a_network_the_download_is_not_started_and_no_folder_is_left(net
     assert "--data-dir DIR" in message and "--image-dir PATH" in message
     assert len(network_unreachable.connections) == 1 and network_unreachable.downloads == []
     assert os.listdir(tmp_path) == []
+    assert [r.getMessage() for r in caplog.records if r.name == "absl"] == []  # no tfds warnings before the message

@@ -41,7 +41,7 @@ def test_folder_loader_reads_texts_and_labels(tmp_path):
 
 
 @pytest.mark.parametrize("data_dir", [None, "tfds"])
-def test_without_a_network_tfds_answers_at_once_and_leaves_no_folder(data_dir, network_unreachable, tmp_path):
+def test_without_a_network_tfds_answers_at_once_and_leaves_no_folder(data_dir, network_unreachable, tmp_path, caplog):
     pytest.importorskip("tensorflow_datasets")
     data_dir = None if data_dir is None else str(tmp_path / data_dir)
     with pytest.raises(DataUnavailable) as error:
@@ -52,6 +52,7 @@ def test_without_a_network_tfds_answers_at_once_and_leaves_no_folder(data_dir, n
     assert len(network_unreachable.connections) == 1  # one check, no retries
     assert network_unreachable.downloads == []  # tensorflow-datasets never started downloading
     assert os.listdir(tmp_path) == []  # neither the default folder nor the named one was created
+    assert [r.getMessage() for r in caplog.records if r.name == "absl"] == []  # no tfds warnings before the message
 
 
 def test_a_named_tfds_folder_is_not_downloaded_into_by_default(network_unreachable, tmp_path):

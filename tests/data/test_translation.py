@@ -61,7 +61,7 @@ def test_tfds_translation_sets_load_with_mock_data():
 
 
 @pytest.mark.tensorflow_only
-def test_without_a_network_a_tfds_set_answers_at_once_and_leaves_no_folder(network_unreachable, tmp_path):
+def test_without_a_network_a_tfds_set_answers_at_once_and_leaves_no_folder(network_unreachable, tmp_path, caplog):
     pytest.importorskip("tensorflow_datasets")
     with pytest.raises(translation.DataUnavailable) as error:
         translation.load_tfds("ted_hrlr_translate/pt_to_en")  # tfds' (empty) default folder, downloading allowed
@@ -70,6 +70,7 @@ def test_without_a_network_a_tfds_set_answers_at_once_and_leaves_no_folder(netwo
     assert "--train-src" in message and "--tfds-dir FOLDER" in message
     assert len(network_unreachable.connections) == 1 and network_unreachable.downloads == []
     assert os.listdir(tmp_path) == []
+    assert [r.getMessage() for r in caplog.records if r.name == "absl"] == []  # no tfds warnings before the message
 
 
 @pytest.mark.tensorflow_only
