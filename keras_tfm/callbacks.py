@@ -40,7 +40,8 @@ class AttentionMapCallback(keras.callbacks.Callback):
     * text (classifier): `tokens_{i}` — each review as a heat map of the [CLS] token's (or, with mean pooling,
       the average) attention in the last block;
     * seq2seq: `alignment_{i}` — the last decoder block's cross-attention, target tokens over source tokens;
-    * always: `{last layer}_heads` — every head of the last attention layer for the first sample.
+    * always: `{last layer}_heads` — every head of the last attention layer for the first sample, its real
+      tokens only (labelled with `tokens`, else with their ids; numbered positions for images), with a colour bar.
 
     Optionally it writes the same pictures to TensorBoard (`log_dir`) and the raw maps to
     `epoch_{NNN}_attention.npz`, one `(1, heads, q, k)` array per layer for the first sample, the layout BertViz'
