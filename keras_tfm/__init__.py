@@ -10,7 +10,7 @@ from keras_tfm.layers import *  # noqa: F401,F403  (the layers and models are th
 from keras_tfm.layers import __all__ as _layer_names
 from keras_tfm.models import *  # noqa: F401,F403
 from keras_tfm.models import __all__ as _model_names
-from keras_tfm.text import Translator
+from keras_tfm.text import TextClassifierPipeline, Translator
 
 __version__ = "0.1.0"
-__all__ = ["attention_maps", "callbacks", "layers", "metrics", "models", "text", "visualize", "Translator", *_layer_names, *_model_names]
+__all__ = ["attention_maps", "callbacks", "layers", "metrics", "models", "text", "visualize", "TextClassifierPipeline", "Translator", *_layer_names, *_model_names]

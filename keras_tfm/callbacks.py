@@ -40,7 +40,8 @@ class AttentionMapCallback(keras.callbacks.Callback):
     * text (classifier): `tokens_{i}` — each review as a heat map of the [CLS] token's (or, with mean pooling,
       the average) attention in the last block;
     * seq2seq: `alignment_{i}` — the last decoder block's cross-attention, target tokens over source tokens;
-    * always: `{last layer}_heads` — every head of the last attention layer for the first sample.
+    * always: `{last layer}_heads` — every head of the last attention layer for the first sample, its real
+      tokens only (labelled with `tokens`, else with their ids; numbered positions for images), with a colour bar.
 
     Optionally it writes the same pictures to TensorBoard (`log_dir`) and the raw maps to
     `epoch_{NNN}_attention.npz`, one `(1, heads, q, k)` array per layer for the first sample, the layout BertViz'
@@ -83,9 +84,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
             raise ValueError(f"`kind` must be one of {list(KINDS)}. Received: kind={kind!r}")
         if isinstance(every_n_epochs, bool) or not isinstance(every_n_epochs, int) or every_n_epochs < 1:
             raise ValueError(f"`every_n_epochs` must be a positive integer. Received: every_n_epochs={every_n_epochs!r}")
-        if isinstance(inputs, list):
-            inputs = tuple(inputs)
-        self.inputs = tuple(np.asarray(x) for x in inputs) if isinstance(inputs, tuple) else np.asarray(inputs)
+        self.inputs = self._sample_arrays(inputs)
         self.output_dir = output_dir
         self.every_n_epochs = every_n_epochs
         self.kind = self._infer_kind(self.inputs) if kind == "auto" else kind
@@ -96,6 +95,23 @@ class AttentionMapCallback(keras.callbacks.Callback):
         self.max_samples = max_samples
         self.written = []  # every file written, in order
         self._writer = None
+
+    @staticmethod
+    def _sample_arrays(inputs):
+        """`inputs` as an array, or a tuple of arrays for seq2seq; checked now rather than at the first epoch's end."""
+        if inputs is None:
+            raise ValueError(
+                "`inputs` must be the fixed sample to draw: images (n, H, W, C), token ids (n, length) or "
+                "(source_ids, target_ids). Received: inputs=None"
+            )
+        arrays = tuple(np.asarray(x) for x in inputs) if isinstance(inputs, (tuple, list)) else (np.asarray(inputs),)
+        for array in arrays:
+            if array.ndim == 0 or len(array) == 0:
+                raise ValueError(
+                    "`inputs` must hold at least one sample (a batch along the first axis). Received: inputs of "
+                    f"shape {[a.shape for a in arrays] if len(arrays) > 1 else array.shape}"
+                )
+        return arrays if isinstance(inputs, (tuple, list)) else arrays[0]
 
     @staticmethod
     def _infer_kind(inputs):
@@ -130,8 +146,9 @@ class AttentionMapCallback(keras.callbacks.Callback):
         prefix = f"epoch_{epoch:03d}"
         figures = getattr(self, f"_{self.kind}_figures")(maps, predicted)
         last = names[-1]
+        query_tokens, key_tokens = self._head_tokens(last, maps[last])  # sample 0's real tokens: no padding drawn
         figures.append((f"{last.replace('/', '-')}_heads", visualize.plot_attention_heads(
-            maps[last], title=f"{last}, epoch {epoch}, sample 0")))
+            maps[last], query_tokens, key_tokens, title=f"{last}, epoch {epoch}, sample 0")))
         for name, figure in figures:
             path = os.path.join(self.output_dir, f"{prefix}_{name}.png")
             self.written.append(visualize.save_figure(figure, path))
@@ -141,6 +158,34 @@ class AttentionMapCallback(keras.callbacks.Callback):
             path = os.path.join(self.output_dir, f"{prefix}_attention.npz")
             np.savez(path, names=np.array(names), **self._bertviz_arrays(maps))
             self.written.append(path)
+
+    def _head_tokens(self, name, weights):
+        """`(query_tokens, key_tokens)` of the first sample in the map `name`: its real tokens (with "[CLS]" where
+        the model prepends one). `(None, None)` (the whole map, numbered) for images, which have neither words nor
+        padding, and wherever the tokens do not fit the map."""
+        if self.kind == "image":
+            return None, None
+        if self.kind == "text":
+            words = _token_strings(self.inputs[0], self.tokens)
+            if weights.shape[-1] == self.inputs.shape[1] + 1:  # a [CLS] token before the words
+                words = ["[CLS]"] + words
+            query_tokens = key_tokens = words
+        else:
+            source_vocabulary, target_vocabulary = self._seq2seq_vocabularies()
+            source = _token_strings(self.inputs[0][0], source_vocabulary)
+            target = _token_strings(self.inputs[1][0], target_vocabulary)
+            if name.endswith("cross_attention"):
+                query_tokens, key_tokens = target, source
+            else:
+                query_tokens = key_tokens = target if name.endswith("self_attention") else source
+        if not 1 <= len(query_tokens) <= weights.shape[-2] or not 1 <= len(key_tokens) <= weights.shape[-1]:
+            return None, None  # an all-padding sample, or a model whose maps are not over these tokens
+        return query_tokens, key_tokens
+
+    def _seq2seq_vocabularies(self):
+        if isinstance(self.tokens, tuple) and len(self.tokens) == 2:
+            return self.tokens
+        return self.tokens, self.tokens
 
     def _predicted_names(self):
         if self.class_names is None:
@@ -181,9 +226,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
         if not cross:
             raise ValueError("kind='seq2seq' needs a model with DecoderBlock cross-attention.")
         weights = maps[cross[-1]]  # (batch, heads, target_len, source_len)
-        source_vocabulary, target_vocabulary = (
-            self.tokens if isinstance(self.tokens, tuple) and len(self.tokens) == 2 else (self.tokens, self.tokens)
-        )
+        source_vocabulary, target_vocabulary = self._seq2seq_vocabularies()
         source_ids, target_ids = self.inputs
         figures = []
         for i in range(min(len(source_ids), self.max_samples)):

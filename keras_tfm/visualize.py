@@ -144,36 +144,71 @@ def _labels(ax, query_tokens, key_tokens, fontsize=7):
         ax.set_yticks([])
 
 
-def plot_attention_heads(maps, query_tokens=None, key_tokens=None, sample=0, title=None, columns=4):
-    """A grid of one layer's heads for one sample.
+def _real_length(name, tokens, length, size):
+    """How many rows (or columns) of a map are real: `length`, else the number of `tokens`, else all `size`."""
+    if tokens is not None and length is not None and len(tokens) != length:
+        raise ValueError(f"`{name}_tokens` has {len(tokens)} labels but `{name}_length` is {length}.")
+    length = len(tokens) if length is None and tokens is not None else length
+    if length is None:
+        return size
+    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or not 1 <= length <= size:
+        raise ValueError(f"`{name}_length` (or the number of `{name}_tokens`) must be in [1, {size}], the map's "
+                         f"{name} length. Received: {length!r}")
+    return int(length)
+
+
+def plot_attention_heads(maps, query_tokens=None, key_tokens=None, sample=0, title=None, columns=4, query_length=None,
+                         key_length=None):
+    """A grid of one layer's heads for one sample, on one colour scale with a colour bar.
+
+    Only the real block is drawn: the first `query_length` rows and `key_length` columns (by default as many as
+    there are query and key tokens; without tokens, the whole map). The padding a batch adds after a short
+    sequence holds no attention worth seeing, and drawn it would push the real block into a corner.
 
     Args:
         maps: `(batch, heads, query_len, key_len)` (one entry of `attention_maps`) or `(heads, q, k)`.
-        query_tokens, key_tokens: optional labels of the rows and columns.
+        query_tokens, key_tokens: labels of the rows (queries, the tokens that attend) and the columns (keys,
+            the tokens attended to), padding left out. Without them, rows and columns are numbered.
         sample: which sample of the batch.
         title: figure title.
         columns: heads per row of the grid.
+        query_length, key_length: the real lengths, when no tokens are given.
 
     Returns:
         matplotlib Figure.
     """
     weights = np.asarray(maps, dtype="float64")
     weights = weights[sample] if weights.ndim == 4 else weights
-    heads = weights.shape[0]
+    heads, queries, keys = weights.shape
+    queries = _real_length("query", query_tokens, query_length, queries)
+    keys = _real_length("key", key_tokens, key_length, keys)
+    weights = weights[:, :queries, :keys]  # (heads, real queries, real keys)
     columns = min(columns, heads)
     grid_rows = math.ceil(heads / columns)
-    figure = _figure(figsize=(3 * columns, 3 * grid_rows))
+    labelled = query_tokens is not None or key_tokens is not None
+    # Inches per head: with labels, room for one per token (up to 8 inches), else a plain 3-inch square.
+    side = min(max(2.6, 0.12 * max(queries, keys) + 1.2), 8.0) if labelled else 3.0
+    fontsize = float(np.clip(0.8 * (side - 1.2) * 72 / max(queries, keys), 4, 9))
+    figure = _figure(figsize=(side * columns + 1.0, side * grid_rows + (0.5 if title else 0.2)), layout="constrained")
     axes = figure.subplots(grid_rows, columns, squeeze=False)
+    vmax = max(float(weights.max()), 1e-12)  # one scale for every head, so heads can be compared
     for head, ax in enumerate(axes.flat):
         if head >= heads:
             ax.axis("off")
             continue
-        ax.imshow(weights[head], cmap="viridis", vmin=0.0, aspect="auto")
+        image = ax.imshow(weights[head], cmap="viridis", vmin=0.0, vmax=vmax, interpolation="nearest")
         ax.set_title(f"head {head}", fontsize=9)
-        _labels(ax, query_tokens, key_tokens)
+        if key_tokens is not None:
+            ax.set_xticks(range(keys), [str(t) for t in key_tokens], rotation=90, fontsize=fontsize)
+        if query_tokens is not None:
+            ax.set_yticks(range(queries), [str(t) for t in query_tokens], fontsize=fontsize)
+        ax.tick_params(labelsize=fontsize if labelled else 7)
+        ax.set_xlabel("key (attended to)", fontsize=8)
+        if head % columns == 0:
+            ax.set_ylabel("query (attending)", fontsize=8)
+    figure.colorbar(image, ax=axes.ravel().tolist(), label="attention weight", shrink=0.8)
     if title:
         figure.suptitle(title)
-    figure.tight_layout()
     return figure
 
 
@@ -215,36 +250,75 @@ def plot_image_attention(image, rollout, grid=None, num_prefix_tokens=1, title=N
     return figure
 
 
-def plot_token_attention(tokens, weights, title=None, tokens_per_line=12):
+def _text_width(figure, fontsize):
+    """A function giving the width, in points, that a string takes when drawn in `figure` at `fontsize`."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.font_manager import FontProperties
+
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    font = FontProperties(size=fontsize)
+
+    def width(text):
+        pixels, _, _ = renderer.get_text_width_height_descent(text, font, ismath=False)
+        return pixels * 72.0 / figure.dpi
+
+    return width
+
+
+def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10):
     """Text as a heat map: each token's background shows its weight (e.g. the [CLS] row averaged over heads).
+
+    The tokens flow left to right and wrap like text. Each box is as wide as its token renders (measured with
+    the renderer), so no token is cut and none overlaps its neighbour, however long; the figure grows in height
+    with the number of lines.
 
     Args:
         tokens: list of token strings (padding already removed).
-        weights: one weight per token (longer inputs are cut to `len(tokens)`).
+        weights: one weight per token (longer inputs are cut to `len(tokens)`); the colours span their
+            minimum (lightest) to their maximum (darkest).
         title: figure title.
-        tokens_per_line: tokens per line of text.
+        width: figure width in inches (wider if one token needs more).
+        fontsize: font size of the tokens, in points.
 
     Returns:
         matplotlib Figure.
     """
+    tokens = [str(token) for token in tokens]
     weights = np.asarray(weights, dtype="float64")[: len(tokens)]
     if len(weights) != len(tokens):
         raise ValueError(f"Got {len(tokens)} tokens but {len(weights)} weights.")
-    scaled = (weights - weights.min()) / max(weights.max() - weights.min(), 1e-12)
-    lines = max(1, math.ceil(len(tokens) / tokens_per_line))
-    figure = _figure(figsize=(min(14, 0.9 * tokens_per_line), 0.45 * lines + 0.8))
-    ax = figure.subplots()
-    colormap = _colormap("Reds")
-    for i, (token, value) in enumerate(zip(tokens, scaled)):
-        line, column = divmod(i, tokens_per_line)
-        ax.text(
-            column / tokens_per_line, 1 - (line + 0.5) / lines, str(token), fontsize=10, va="center",
-            color="white" if value > 0.6 else "black",  # stays readable on dark backgrounds
-            bbox=dict(facecolor=colormap(0.15 + 0.85 * value), edgecolor="none", pad=2),
-        )
+    scaled = (weights - weights.min()) / max(weights.max() - weights.min(), 1e-12) if len(weights) else weights
+    # Layout in points: a box is the token plus `pad` on each side; boxes are `gap` apart.
+    pad, gap, margin = 2.0, 4.0, 10.0
+    figure = _figure(figsize=(width, 1.0))
+    measure = _text_width(figure, fontsize)
+    boxes = [measure(token) + 2 * pad for token in tokens]
+    line_width = max([width * 72.0 - 2 * margin] + boxes)
+    places, x, line = [], 0.0, 0
+    for box in boxes:
+        if x > 0 and x + box > line_width:  # wrap before a token that would pass the right edge
+            x, line = 0.0, line + 1
+        places.append((x, line))
+        x += box + gap
+    line_height = 1.3 * fontsize + 2 * pad + gap
+    top = margin + (2.2 * fontsize if title else 0.0)
+    total_width, total_height = line_width + 2 * margin, top + (line + 1) * line_height + margin
+    figure.set_size_inches(total_width / 72.0, total_height / 72.0)
+    ax = figure.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, total_width)
+    ax.set_ylim(total_height, 0)  # y grows downwards, like lines of text
     ax.axis("off")
+    colormap = _colormap("Reds")
+    for token, value, (x, line) in zip(tokens, scaled, places):
+        ax.text(
+            margin + x + pad, top + (line + 0.5) * line_height, token, fontsize=fontsize, ha="left", va="center",
+            parse_math=False,  # "$5" is money, not mathematics
+            color="white" if value > 0.6 else "black",  # stays readable on dark backgrounds
+            bbox=dict(facecolor=colormap(0.15 + 0.85 * value), edgecolor="none", pad=pad),
+        )
     if title:
-        ax.set_title(title)
+        ax.text(total_width / 2, margin + 0.8 * fontsize, title, fontsize=fontsize + 2, ha="center", va="center",
+                parse_math=False)
     return figure
 
 

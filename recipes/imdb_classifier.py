@@ -2,11 +2,12 @@
 
 Keras' `TextVectorization` turns each review into word ids (lower-cased, `<br />` tags and punctuation removed,
 cut to `--sequence-length` words); a `TextClassifier` reads the ids, mean-pools its token states and predicts
-the sentiment. The vectorizer stays outside the model, so `model.keras` is the `TextClassifier` alone and
-`vocabulary.txt` (line i = word id i) turns new text into its input:
+the sentiment. The vectorizer stays outside the model, so `model.keras` is the `TextClassifier` alone (word ids in);
+`classifier/` pairs it with its vocabulary and standardisation, a `keras_tfm.text.TextClassifierPipeline` that
+takes strings:
 
-    vectorizer = imdb.make_vectorizer(20000, 400, vocabulary=imdb.load_vocabulary("vocabulary.txt"))  # the run's flags
-    model.predict(vectorizer(["A wonderful, moving film."]))
+    TextClassifierPipeline.load("runs/imdb_classifier/RUN/classifier").predict(["A wonderful, moving film."])
+    python -m recipes.imdb_classifier --predict runs/imdb_classifier/RUN "A wonderful, moving film." "Dull."
 
 Data: `--imdb-dir path/to/aclImdb` (the unpacked original archive), or tensorflow-datasets `imdb_reviews`
 (`--data-dir` = a folder already holding it; without either flag tfds tries to download it).
@@ -14,8 +15,8 @@ Data: `--imdb-dir path/to/aclImdb` (the unpacked original archive), or tensorflo
     python -m recipes.imdb_classifier --imdb-dir aclImdb   # 3 epochs, 86% test accuracy, ~14 min on 2 CPU cores
     python -m recipes.imdb_classifier --quick --imdb-dir aclImdb   # a few hundred reviews: checks that all runs
 
-Besides the files every recipe writes (see `recipes.common`), a run leaves `vocabulary.txt`, the token
-attention of a few test reviews drawn every epoch (`attention/`) and, after training, `review_{i}.png`.
+Besides the files every recipe writes (see `recipes.common`), a run leaves `vocabulary.txt`, `classifier/`, the
+token attention of a few test reviews drawn every epoch (`attention/`) and, after training, `review_{i}.png`.
 """
 
 import os
@@ -42,7 +43,12 @@ def parse_args(argv):
     parser.add_argument("--label-smoothing", type=flags.fraction, default=0.0, help="label smoothing of the loss")
     parser.add_argument("--train-samples", type=flags.positive_int, default=None, help="use only this many (None = all)")
     parser.add_argument("--test-samples", type=flags.positive_int, default=None, help="use only this many (None = all)")
+    parser.add_argument("--predict", nargs="+", metavar=("RUN_DIR", "TEXT"),
+                        help="classify the texts with the classifier a finished run saved (RUN_DIR or "
+                             "RUN_DIR/classifier) and print the class probabilities; nothing is trained")
     args = parser.parse_args(argv)
+    if args.predict is not None and len(args.predict) < 2:
+        parser.error("--predict needs a run folder and at least one text: --predict RUN_DIR \"text\" [\"text\" ...]")
     if args.quick:
         args.epochs, args.preset, args.vocab_size, args.sequence_length = 1, "tiny", 2000, min(args.sequence_length, 64)
         args.train_samples, args.test_samples = min(args.train_samples or 400, 400), min(args.test_samples or 200, 200)
@@ -61,12 +67,15 @@ from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
 from keras_tfm.data import imdb  # noqa: E402
 from keras_tfm.models import TextClassifier  # noqa: E402
+from keras_tfm.text import TextClassifierPipeline  # noqa: E402
 
 SENTIMENTS = ["negative", "positive"]  # label 0, label 1
 
 
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
+    if args.predict:
+        return predict(args.predict[0], args.predict[1:])
     started = time.time()
     strategy = common.setup(args)
 
@@ -130,9 +139,31 @@ def main(argv=None, extra_callbacks=()):
                               os.path.join(output_dir, f"review_{i}.png"))
         print(f"  [{SENTIMENTS[predicted[row]]:>8s}] {test_reviews[row][:100]}")
 
+    # Strings in, probabilities out: the model with its vocabulary and standardisation, loadable in one call.
+    TextClassifierPipeline(model, vocabulary, SENTIMENTS, sequence_length=args.sequence_length).save(
+        os.path.join(output_dir, "classifier"))
+
     summary = common.finish(model, output_dir, args, metrics, started)
     print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")
     return summary
+
+
+def predict(run_dir, texts):
+    """Prints the class probabilities of `texts` under the classifier saved in `run_dir` and returns them."""
+    folder = os.path.join(run_dir, "classifier")
+    if not os.path.isfile(os.path.join(folder, "classifier.json")):
+        folder = run_dir  # the pipeline's own folder was given
+    try:
+        pipeline = TextClassifierPipeline.load(folder)
+    except ValueError as error:
+        print(f"error: --predict: {error} A finished imdb_classifier run keeps it in RUN_DIR/classifier.",
+              file=sys.stderr)
+        sys.exit(2)
+    probabilities = pipeline.predict(texts)  # (texts, classes)
+    for text, row in zip(texts, probabilities):
+        scores = "  ".join(f"{name} {p:.3f}" for name, p in zip(pipeline.class_names, row))
+        print(f"{scores}  {text}")
+    return {"class_names": pipeline.class_names, "probabilities": probabilities.tolist()}
 
 
 def _short_reviews(ids, labels, per_class=2, most_words=60):

@@ -4,6 +4,8 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("MPLBACKEND", "Agg")  # headless: no display in CI
 
+import socket  # noqa: E402
+
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
@@ -40,3 +42,38 @@ def trained_reverser():
     model.compile_for_training(optimizer=keras.optimizers.Adam(schedule, clipnorm=1.0))
     model.fit((source, target[:, :-1]), target[:, 1:], batch_size=64, epochs=4, verbose=0)
     return model
+
+
+class NetworkLog:
+    """What the code under test tried: TCP connections, and tensorflow-datasets downloads."""
+
+    def __init__(self):
+        self.connections = []
+        self.downloads = []
+
+
+@pytest.fixture
+def network_unreachable(monkeypatch, tmp_path):
+    """No network, as on an offline machine: every TCP connection fails as a name that does not resolve, and
+    tensorflow-datasets' default folder is an empty temporary one. Yields a `NetworkLog`; a tfds download that
+    starts anyway is recorded and fails at once (instead of retrying for minutes)."""
+    log = NetworkLog()
+
+    def refuse(address, *args, **kwargs):
+        log.connections.append(address)
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError:
+        yield log
+        return
+
+    def download_and_prepare(builder, *args, **kwargs):
+        log.downloads.append(builder.name)
+        raise ConnectionError("the test's network is unreachable")
+
+    monkeypatch.setattr(tfds.core.DatasetBuilder, "download_and_prepare", download_and_prepare)
+    monkeypatch.setattr(tfds.core.constants, "DATA_DIR", str(tmp_path / "default_tensorflow_datasets"))
+    yield log

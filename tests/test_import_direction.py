@@ -19,7 +19,7 @@ ALLOWED = {
     "attention_probe": {"layers"},
     "visualize": set(),
     "callbacks": {"layers", "attention_probe", "visualize"},
-    "text": {"layers", "models", "attention_probe", "text"},
+    "text": {"layers", "models", "attention_probe", "text", "data"},  # data: the IMDB standardiser
     "data": {"data"},
     "__init__": {"layers", "metrics", "models", "attention_probe", "visualize", "callbacks", "text", "data"},
 }

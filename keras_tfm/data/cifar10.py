@@ -20,14 +20,12 @@ Labels are one-hot in every pipeline: label smoothing and MixUp/CutMix both need
 """
 
 import os
-import socket
-import urllib.parse
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.data import DataUnavailable
+from keras_tfm.data import DataUnavailable, download_tfds, quiet_tfds_lookup
 
 CLASS_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 IMAGE_SIZE = 32
@@ -74,23 +72,21 @@ def load_tfds(data_dir=None, download=True):
     import tensorflow_datasets as tfds  # imported here: the image-folder path does not need it
 
     try:
-        return _tfds_splits(tfds, data_dir)
+        with quiet_tfds_lookup():
+            return _tfds_splits(tfds, data_dir)
     except (AssertionError, FileNotFoundError):  # tfds asserts that the prepared files exist
         pass
-    where = tfds.builder("cifar10", data_dir=data_dir).data_dir
+    with quiet_tfds_lookup():
+        where = tfds.builder("cifar10", data_dir=data_dir).data_dir
     tried = f"Looked for a prepared tensorflow-datasets copy of CIFAR-10 in {where} and found none"
     if not download:
         raise DataUnavailable(
             f"CIFAR-10 is not available. {tried}; downloading into that folder was not requested (`download=True`, "
             f"`--download` in the recipes, would try it). {_HOW_TO_PROVIDE}"
         )
-    problem = _unreachable(DOWNLOAD_URL)
+    problem = download_tfds("cifar10", data_dir, DOWNLOAD_URL)  # checks the host first: offline fails at once
     if problem is None:
-        try:
-            tfds.builder("cifar10", data_dir=data_dir).download_and_prepare()
-            return _tfds_splits(tfds, data_dir)
-        except Exception as error:  # any failure of the download or preparation means the same to the caller
-            problem = f"{type(error).__name__}: {error}"
+        return _tfds_splits(tfds, data_dir)
     raise DataUnavailable(
         f"CIFAR-10 is not available. {tried}, and downloading it from {DOWNLOAD_URL} failed ({problem}). "
         f"{_HOW_TO_PROVIDE}"
@@ -100,16 +96,6 @@ def load_tfds(data_dir=None, download=True):
 def _tfds_splits(tfds, data_dir):
     train, test = tfds.load("cifar10", split=["train", "test"], data_dir=data_dir, download=False, as_supervised=True)
     return train, test, list(CLASS_NAMES)  # tfds numbers the classes in this order
-
-
-def _unreachable(url, timeout=5.0):
-    """None if a TCP connection to the URL's host opens within `timeout` seconds, else the reason."""
-    parts = urllib.parse.urlsplit(url)
-    try:
-        socket.create_connection((parts.hostname, parts.port or 443), timeout=timeout).close()
-        return None
-    except OSError as error:
-        return f"cannot connect to {parts.hostname}: {error}"
 
 
 def load_image_folder(path, seed=0):

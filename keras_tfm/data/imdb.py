@@ -18,9 +18,8 @@ import string
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from keras_tfm.data import DataUnavailable, first_line
+from keras_tfm.data import DataUnavailable, download_tfds, first_line, quiet_tfds_lookup
 
 CLASS_NAMES = ("neg", "pos")  # label 0, label 1: the folder names of aclImdb and the order tfds uses
 DOWNLOAD_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
@@ -54,25 +53,41 @@ def load_folder(imdb_dir, seed=0):
     )
 
 
-def load_tfds(data_dir=None):
+def load_tfds(data_dir=None, download=None):
     """Train and test datasets of `(text, label)` from tensorflow-datasets `imdb_reviews`.
 
-    With `data_dir`, only the prepared copy in that folder is used (no download); without it the default
-    tfds folder is used and, if the data is not there, tfds tries to download it.
+    A prepared copy in `data_dir` (default: the tensorflow-datasets folder) is used as is. Without one, and when
+    downloading (by default only without a `data_dir`: a folder the user names is never filled unasked), the
+    download host is checked first (one connection attempt, `keras_tfm.data.CONNECT_TIMEOUT` seconds), so an
+    offline machine gets `DataUnavailable` at once and no half-written folder.
     """
     import tensorflow_datasets as tfds
 
+    download = data_dir is None if download is None else download
     try:
-        train, test = tfds.load(
-            "imdb_reviews", split=["train", "test"], as_supervised=True, data_dir=data_dir,
-            download=data_dir is None, shuffle_files=False,
-        )
-    except Exception as error:  # tfds reports a missing copy or a failed download with many exception types
-        where = f"in --data-dir {data_dir!r} (no download with a data dir)" if data_dir else "by downloading it"
+        with quiet_tfds_lookup():
+            return _tfds_splits(tfds, data_dir)
+    except Exception as error:  # tfds reports a missing copy with several exception types
+        missing = f"{type(error).__name__}: {first_line(error)}"
+    if not download:
         raise DataUnavailable(
-            f"IMDB: could not load tensorflow-datasets 'imdb_reviews' {where}: "
-            f"{type(error).__name__}: {first_line(error)}. " + _HOW_TO_PROVIDE
-        ) from error
+            f"IMDB: could not load tensorflow-datasets 'imdb_reviews' from {data_dir!r} (nothing is downloaded "
+            f"into a folder you name): {missing}. " + _HOW_TO_PROVIDE
+        )
+    problem = download_tfds("imdb_reviews", data_dir, DOWNLOAD_URL)
+    if problem is not None:
+        raise DataUnavailable(
+            f"IMDB: no prepared tensorflow-datasets copy of 'imdb_reviews', and downloading it from {DOWNLOAD_URL} "
+            f"failed ({problem}). " + _HOW_TO_PROVIDE
+        )
+    return _tfds_splits(tfds, data_dir)
+
+
+def _tfds_splits(tfds, data_dir):
+    train, test = tfds.load(
+        "imdb_reviews", split=["train", "test"], as_supervised=True, data_dir=data_dir, download=False,
+        shuffle_files=False,
+    )
     return train, test
 
 
@@ -90,6 +105,8 @@ def standardize_review(text):
 
     Punctuation becomes a space, so "great.It" splits into two words.
     """
+    import tensorflow as tf  # TextVectorization runs on TensorFlow strings; `import keras_tfm` needs no TensorFlow
+
     text = tf.strings.lower(text)
     text = tf.strings.regex_replace(text, r"<br\s*/?>", " ")
     return tf.strings.regex_replace(text, f"[{re.escape(string.punctuation)}]", " ")

@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from keras_tfm.data import DataUnavailable, first_line
+from keras_tfm.data import DataUnavailable, download_tfds, first_line, quiet_tfds_lookup
 
 SPLITS = ("train", "validation", "test")
 MULTI30K_URL = "https://github.com/multi30k/dataset/tree/master/data/task1/raw"
@@ -78,16 +78,21 @@ def multi30k_files(folder, source_lang="en", target_lang="de"):
     return paths
 
 
-def load_tfds(name, data_dir=None):
+def load_tfds(name, data_dir=None, download=None):
     """A corpus from a tensorflow-datasets translation set, e.g. `"ted_hrlr_translate/pt_to_en"`.
 
-    Uses the set's supervised keys as (source, target). With `data_dir` only the prepared copy there is used (no
-    download). The "validation" split falls back to "dev", and is left out if the set has neither (as is "test").
+    Uses the set's supervised keys as (source, target). A prepared copy in `data_dir` (default: the
+    tensorflow-datasets folder) is used as is. Without one, and when downloading (by default only without a
+    `data_dir`), the set's homepage host is checked first (one connection attempt, `keras_tfm.data.CONNECT_TIMEOUT`
+    seconds), so an offline machine gets `DataUnavailable` at once and no half-written folder. The "validation"
+    split falls back to "dev", and is left out if the set has neither (as is "test").
     """
     import tensorflow_datasets as tfds
 
+    download = data_dir is None if download is None else download
+
     def read(split):
-        pairs = tfds.load(name, split=split, as_supervised=True, data_dir=data_dir, download=data_dir is None,
+        pairs = tfds.load(name, split=split, as_supervised=True, data_dir=data_dir, download=False,
                           shuffle_files=False)
         source, target = [], []
         for source_text, target_text in tfds.as_numpy(pairs):
@@ -95,14 +100,26 @@ def load_tfds(name, data_dir=None):
             target.append(target_text.decode("utf-8"))
         return source, target
 
+    def unavailable(what):
+        return DataUnavailable(
+            f"Translation data: could not load tensorflow-datasets {name!r}: {what}. " + HOW_TO_PROVIDE
+        )
+
     try:
+        with quiet_tfds_lookup():
+            corpus = {"train": read("train")}
+    except Exception as error:  # tfds reports an unknown name or a missing copy with many exception types
+        missing = f"{type(error).__name__}: {first_line(error)}"
+        if not download or isinstance(error, tfds.core.registered.DatasetNotFoundError):
+            where = f" (nothing is downloaded into --tfds-dir {data_dir!r})" if data_dir else ""
+            raise unavailable(missing + where) from error
+        # tfds knows no download address before it starts; the homepage's host tells whether there is a network.
+        with quiet_tfds_lookup():
+            url = tfds.builder(name, data_dir=data_dir).info.homepage or "https://www.tensorflow.org/datasets"
+        problem = download_tfds(name, data_dir, url)
+        if problem is not None:
+            raise unavailable(f"no prepared copy, and downloading it failed ({problem})") from error
         corpus = {"train": read("train")}
-    except Exception as error:  # tfds reports missing data and failed downloads with many exception types
-        where = f"in --tfds-dir {data_dir!r} (no download with a data dir)" if data_dir else "by downloading it"
-        raise DataUnavailable(
-            f"Translation data: could not load tensorflow-datasets {name!r} {where}: {type(error).__name__}: "
-            f"{first_line(error)}. " + HOW_TO_PROVIDE
-        ) from error
     for split, candidates in (("validation", ("validation", "dev")), ("test", ("test",))):
         for candidate in candidates:
             try:

@@ -1,19 +1,23 @@
 """Named model sizes, as plain dicts, in one place.
 
-ViT names follow the paper ("ViT-B/16" = Base with 16x16 patches); the lower-case names are small sizes that
-train from scratch on a CPU or one GPU. A preset fills in keyword arguments; anything passed explicitly to
-`from_preset` wins.
+ViT names follow the paper ("ViT-B/16" = Base with 16x16 patches) and build the model the released checkpoints
+fit: a learned position table and a [CLS] token (`position="learned"`, `pool="cls"`, as in the paper), so
+`load_vit_weights` takes them as they are. The lower-case names are small sizes that train from scratch on a CPU
+or one GPU, with the 2D sin-cos positions (the model's default). A preset fills in keyword arguments; anything
+passed explicitly to `from_preset` wins.
 """
+
+_CHECKPOINT_LAYOUT = dict(position="learned", pool="cls")  # what every released ViT checkpoint has
 
 VIT_PRESETS = {
     # From "An Image is Worth 16x16 Words" (Table 1) and DeiT (Ti, S).
-    "ViT-Ti/16": dict(patch_size=16, dim=192, depth=12, num_heads=3, mlp_dim=768),
-    "ViT-S/16": dict(patch_size=16, dim=384, depth=12, num_heads=6, mlp_dim=1536),
-    "ViT-B/16": dict(patch_size=16, dim=768, depth=12, num_heads=12, mlp_dim=3072),
-    "ViT-B/32": dict(patch_size=32, dim=768, depth=12, num_heads=12, mlp_dim=3072),
-    "ViT-L/16": dict(patch_size=16, dim=1024, depth=24, num_heads=16, mlp_dim=4096),
-    "ViT-L/32": dict(patch_size=32, dim=1024, depth=24, num_heads=16, mlp_dim=4096),
-    "ViT-H/14": dict(patch_size=14, dim=1280, depth=32, num_heads=16, mlp_dim=5120),
+    "ViT-Ti/16": dict(patch_size=16, dim=192, depth=12, num_heads=3, mlp_dim=768, **_CHECKPOINT_LAYOUT),
+    "ViT-S/16": dict(patch_size=16, dim=384, depth=12, num_heads=6, mlp_dim=1536, **_CHECKPOINT_LAYOUT),
+    "ViT-B/16": dict(patch_size=16, dim=768, depth=12, num_heads=12, mlp_dim=3072, **_CHECKPOINT_LAYOUT),
+    "ViT-B/32": dict(patch_size=32, dim=768, depth=12, num_heads=12, mlp_dim=3072, **_CHECKPOINT_LAYOUT),
+    "ViT-L/16": dict(patch_size=16, dim=1024, depth=24, num_heads=16, mlp_dim=4096, **_CHECKPOINT_LAYOUT),
+    "ViT-L/32": dict(patch_size=32, dim=1024, depth=24, num_heads=16, mlp_dim=4096, **_CHECKPOINT_LAYOUT),
+    "ViT-H/14": dict(patch_size=14, dim=1280, depth=32, num_heads=16, mlp_dim=5120, **_CHECKPOINT_LAYOUT),
     # Small sizes for 32x32 images (CIFAR-10) trained from scratch.
     "tiny": dict(image_size=32, patch_size=4, dim=128, depth=4, num_heads=4, mlp_dim=256),
     "small": dict(image_size=32, patch_size=4, dim=192, depth=6, num_heads=4, mlp_dim=384),

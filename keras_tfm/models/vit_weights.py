@@ -204,7 +204,8 @@ def load_vit_weights(model, path, skip_head=False):
     mean/std normalisation (e.g. DeiT) build the model with `rescale=False` and normalise the images yourself.
 
     Args:
-        model: a `keras_tfm.models.ViT` built with `position="learned"`, `pool="cls"`.
+        model: a `keras_tfm.models.ViT` built with `position="learned"`, `pool="cls"` (as the `"ViT-*"` presets
+            build it).
         path: path of the checkpoint, ending in `.npz` (google-research/vision_transformer) or `.safetensors`
             (timm or HuggingFace transformers naming; F32, F16 and BF16 tensors).
         skip_head: ignore the checkpoint's classifier and keep the model's freshly initialised head.
@@ -214,20 +215,24 @@ def load_vit_weights(model, path, skip_head=False):
 
     Example:
 
-    >>> model = ViT(image_size=384, patch_size=16, num_classes=10, position="learned", pool="cls")
+    >>> model = ViT.from_preset("ViT-B/16", image_size=384, num_classes=10)  # position="learned", pool="cls"
     >>> model = load_vit_weights(model, "ViT-B_16.npz", skip_head=True)  # ImageNet-21k weights, new 10-class head
 
     Reference: Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words: Transformers for Image Recognition at
     Scale", section 3.2 (fine-tuning: drop the pre-trained head, interpolate the position embeddings in 2D).
     """
+    path = os.fspath(path)
+    if not os.path.isfile(path):  # first: a missing file is the likeliest mistake, and nothing else matters then
+        where = "" if os.path.isabs(path) else f" (relative to {os.getcwd()!r})"
+        raise FileNotFoundError(f"No ViT checkpoint at `path`: {path!r}{where} is not a file.")
     if not isinstance(model, ViT):
         raise ValueError(f"`model` must be a keras_tfm.models.ViT. Received: model of type {type(model).__name__}")
     if model.position != "learned" or model.pool != "cls":
         raise ValueError(
             "Pretrained ViT checkpoints have a learned position table and a [CLS] token: build the model with "
-            f'position="learned", pool="cls". Received: position={model.position!r}, pool={model.pool!r}'
+            f'position="learned", pool="cls" (the "ViT-*" presets do). Received: position={model.position!r}, '
+            f"pool={model.pool!r}"
         )
-    path = os.fspath(path)
     tensors = _read_checkpoint(path)
     scheme = _naming_scheme(tensors, path)
     _check_sizes(model, tensors, scheme, path)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from keras_tfm.layers import resample_position_embeddings
-from keras_tfm.models import ViT
+from keras_tfm.models import VIT_PRESETS, ViT
 from keras_tfm.models.vit_weights import load_vit_weights
 from tests.helpers import to_numpy
 
@@ -329,10 +329,36 @@ def test_width_mismatch_is_read_from_the_class_token(tmp_path):
 
 @pytest.mark.parametrize("overrides", [{"position": "sincos2d"}, {"pool": "mean"}])
 def test_models_without_learned_positions_and_cls_token_are_refused(tmp_path, overrides):
-    with pytest.raises(ValueError, match=r'build the model with position="learned", pool="cls"'):
-        load_vit_weights(vit(**overrides), tmp_path / "ViT-B_16.npz")
+    path = save(tmp_path, "original", original_tensors(random_parameters()))
+    with pytest.raises(ValueError, match=r'build the model with position="learned", pool="cls" \(the "ViT-\*" presets'):
+        load_vit_weights(vit(**overrides), path)
 
 
 def test_unknown_file_suffix_is_refused(tmp_path):
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\0" * 8)
     with pytest.raises(ValueError, match=r"must end in `\.npz`.*or `\.safetensors`"):
         load_vit_weights(vit(), tmp_path / "pytorch_model.bin")
+
+
+def test_a_missing_file_is_the_first_thing_reported(tmp_path, monkeypatch):
+    missing = tmp_path / "ViT-B_16.npz"
+    # A model that is wrong in another way too: the missing file must still be what the error names.
+    with pytest.raises(FileNotFoundError, match=rf"No ViT checkpoint at `path`: '{re.escape(str(missing))}' is not a"):
+        load_vit_weights(vit(position="sincos2d"), missing)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"'weights\.npz' \(relative to '.+'\) is not a file"):
+        load_vit_weights(vit(), "weights.npz")
+
+
+def test_vit_presets_are_built_to_take_checkpoints_as_they_are(tmp_path):
+    params = random_parameters()
+    sizes = dict(image_size=IMAGE, patch_size=PATCH, num_classes=CLASSES, dim=DIM, depth=DEPTH, num_heads=HEADS,
+                 mlp_dim=MLP)
+    model = ViT.from_preset("ViT-B/16", **sizes)  # the preset's layout, small sizes
+    assert (model.position, model.pool) == ("learned", "cls")
+    load_vit_weights(model, save(tmp_path, "original", original_tensors(params)))
+    x = images()
+    np.testing.assert_allclose(model.predict(x, verbose=0), reference_vit(x, params), atol=1e-4, rtol=1e-4)
+    assert all(VIT_PRESETS[name]["position"] == "learned" and VIT_PRESETS[name]["pool"] == "cls"
+               for name in VIT_PRESETS if name.startswith("ViT-"))
+    assert ViT.from_preset("tiny").position == "sincos2d"  # the from-scratch sizes keep the default

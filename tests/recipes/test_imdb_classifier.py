@@ -7,65 +7,21 @@ import pytest
 
 from keras_tfm.data import imdb
 from keras_tfm.models import TextClassifier
+from keras_tfm.text import TextClassifierPipeline
 from recipes import imdb_classifier
+from tests.data.samples import write_acl_imdb
 
 pytestmark = pytest.mark.tensorflow_only  # the loaders and TextVectorization run on tf.data
 
-POSITIVE = ["great", "wonderful", "loved", "brilliant", "superb", "moving"]
-NEGATIVE = ["awful", "boring", "hated", "terrible", "dull", "waste"]
-NEUTRAL = ["the", "film", "movie", "plot", "actors", "story", "was", "and", "a", "it"]
-
-
-def write_acl_imdb(root, per_class=16, seed=0):
-    """A tiny folder with the aclImdb layout: {train,test}/{pos,neg}/*.txt, short reviews whose sentiment words
-    give the label away (with the `<br />` tags and punctuation of the real reviews)."""
-    rng = np.random.default_rng(seed)
-    for split in ("train", "test"):
-        for label, words in (("pos", POSITIVE), ("neg", NEGATIVE)):
-            os.makedirs(root / split / label)
-            for i in range(per_class):
-                review = list(rng.choice(NEUTRAL, 8)) + list(rng.choice(words, 3))
-                rng.shuffle(review)
-                text = " ".join(review[:6]).capitalize() + ".<br /><br />" + " ".join(review[6:]) + "!"
-                (root / split / label / f"{i}_{rng.integers(1, 11)}.txt").write_text(text)
-    return root
-
-
-def test_standardize_lowercases_and_strips_line_breaks_and_punctuation():
-    vectorizer = imdb.make_vectorizer(vocab_size=100, sequence_length=6)
-    vectorizer.adapt(np.array(["Great film.<br /><br />GREAT, acting!", "a dull film"]))
-    vocabulary = vectorizer.get_vocabulary()
-    assert vocabulary[:2] == ["", "[UNK]"] and "great" in vocabulary and "br" not in vocabulary
-    assert not any(mark in token for token in vocabulary for mark in ".,!<>/")
-    ids = np.asarray(vectorizer(np.array(["GREAT film<br />unheard-of"])))
-    words = [vocabulary[i] for i in ids[0]]
-    assert words == ["great", "film", "[UNK]", "[UNK]", "", ""]  # "unheard-of" is two unknown words, then padding
-
-
-def test_vocabulary_round_trip(tmp_path):
-    vocabulary = ["", "[UNK]", "great", "film", "dull"]
-    path = imdb.save_vocabulary(vocabulary, tmp_path / "vocabulary.txt")
-    assert imdb.load_vocabulary(path) == vocabulary
-    vectorizer = imdb.make_vectorizer(10, 4, vocabulary=imdb.load_vocabulary(path))
-    np.testing.assert_array_equal(vectorizer(np.array(["Dull, dull film"])), [[4, 4, 3, 0]])
-
-
-def test_folder_loader_reads_texts_and_labels(tmp_path):
-    train, test = imdb.load_folder(str(write_acl_imdb(tmp_path / "aclImdb", per_class=3)))
-    pairs = [(text.numpy().decode(), int(label)) for text, label in train]
-    assert len(pairs) == 6 and sorted(label for _, label in pairs) == [0, 0, 0, 1, 1, 1]
-    for text, label in pairs:  # 1 = pos: the positive words are in the positive reviews
-        assert any(word in text.lower() for word in (POSITIVE if label else NEGATIVE))
-    assert len(list(test)) == 6
-
 
 @pytest.mark.slow
-def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path):
+def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path, capsys):
     folder = write_acl_imdb(tmp_path / "aclImdb")
     output_dir = tmp_path / "run"
     summary = imdb_classifier.main(["--quick", "--imdb-dir", str(folder), "--output-dir", str(output_dir)])
 
-    for name in ("model.keras", "checkpoint.keras", "history.csv", "curves.png", "summary.json", "vocabulary.txt"):
+    for name in ("model.keras", "checkpoint.keras", "history.csv", "curves.png", "summary.json", "vocabulary.txt",
+                 "classifier/model.keras", "classifier/vocabulary.txt", "classifier/classifier.json"):
         assert os.path.getsize(output_dir / name) > 0, name
     reviews = sorted(name for name in os.listdir(output_dir) if name.startswith("review_"))
     assert reviews == ["review_0.png", "review_1.png", "review_2.png", "review_3.png"]
@@ -82,7 +38,23 @@ def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path):
     model = keras.saving.load_model(output_dir / "model.keras")
     assert isinstance(model, TextClassifier) and model.vocab_size == len(vocabulary)
     vectorizer = imdb.make_vectorizer(len(vocabulary), model.max_length, vocabulary=vocabulary)
-    assert tuple(model.predict(vectorizer(np.array(["A great, moving film."])), verbose=0).shape) == (1, 2)
+    texts = ["A great, moving film.", "Awful.<br />A waste", "unknown words only"]
+    logits = model.predict(vectorizer(np.array(texts)), verbose=0)
+
+    # ... and the saved classifier does it in one call, giving exactly those numbers.
+    pipeline = TextClassifierPipeline.load(output_dir / "classifier")
+    assert pipeline.class_names == ["negative", "positive"] and pipeline.vocabulary == vocabulary
+    probabilities = pipeline.predict(texts)
+    np.testing.assert_allclose(probabilities, keras.ops.convert_to_numpy(keras.ops.softmax(logits)), atol=1e-6)
+
+    # --predict prints the same probabilities from the run folder, without training.
+    before = {name: os.path.getmtime(output_dir / name) for name in os.listdir(output_dir)}
+    capsys.readouterr()
+    predicted = imdb_classifier.main(["--predict", str(output_dir), *texts])
+    np.testing.assert_array_equal(predicted["probabilities"], probabilities)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-3:] == [f"negative {p[0]:.3f}  positive {p[1]:.3f}  {text}" for p, text in zip(probabilities, texts)]
+    assert {name: os.path.getmtime(output_dir / name) for name in os.listdir(output_dir)} == before
 
 
 @pytest.mark.slow
@@ -110,10 +82,30 @@ def test_missing_data_is_explained_without_a_traceback(flags, tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "flags", [["--epochs", "-1"], ["--preset", "huge"], ["--pool", "max"], ["--vocab-size", "0"], ["--dropout", "1.5"]]
+    "flags", [["--epochs", "-1"], ["--preset", "huge"], ["--pool", "max"], ["--vocab-size", "0"], ["--dropout", "1.5"],
+              ["--predict", "runs/x"], ["--predict"]]
 )
 def test_bad_flags_are_usage_errors(flags, capsys):
     with pytest.raises(SystemExit) as exit_info:
         imdb_classifier.main(flags)
     assert exit_info.value.code == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_without_data_or_network_the_recipe_answers_at_once(network_unreachable, tmp_path, capsys):
+    pytest.importorskip("tensorflow_datasets")
+    with pytest.raises(SystemExit) as exit_info:
+        imdb_classifier.main(["--quick", "--output-dir", str(tmp_path / "run")])  # no --imdb-dir, no --data-dir
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err
+    assert "cannot connect to ai.stanford.edu" in message and "--imdb-dir path/to/aclImdb" in message
+    assert len(network_unreachable.connections) == 1 and network_unreachable.downloads == []
+    assert os.listdir(tmp_path) == []  # no run folder, no tensorflow-datasets folder
+
+
+def test_predict_on_a_folder_without_a_classifier_says_where_it_looks(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        imdb_classifier.main(["--predict", str(tmp_path), "A great film."])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err
+    assert "has no classifier.json" in message and "RUN_DIR/classifier" in message and "Traceback" not in message

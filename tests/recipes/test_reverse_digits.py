@@ -13,19 +13,6 @@ from tests.helpers import Interrupt, InterruptAfterFirstEpoch, epochs_in
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_digit_tasks():
-    source, target = digits.make_dataset(50, 5, "sort", seed=1)
-    for row in range(50):
-        text = digits.decode(source[row])
-        assert digits.decode(target[row]) == "".join(sorted(text))
-        assert target[row, 0] == digits.START and digits.END in target[row]
-    reverse_source, reverse_target = digits.make_dataset(5, 5, "reverse", seed=1)
-    assert digits.decode(reverse_target[0]) == digits.decode(reverse_source[0])[::-1]
-    assert digits.exact_match(reverse_target[:, 1:], reverse_target) == 1.0
-    with pytest.raises(ValueError, match="`task` must be one of"):
-        digits.make_dataset(5, 5, "shuffle")
-
-
 @pytest.mark.slow
 def test_quick_run_learns_writes_every_promised_file_and_is_never_overwritten(tmp_path, capsys):
     summary = reverse_digits.main(["--quick", "--output-dir", str(tmp_path)])

@@ -1,38 +1,13 @@
-import gzip
 import json
 import os
 
-import numpy as np
 import pytest
 
 from keras_tfm.data import translation
 from keras_tfm.text import Translator
 from recipes import translate
+from tests.data.samples import make_corpus, write
 from tests.helpers import epochs_in
-
-# A made-up language pair: every English word has one "German" word, and adjectives follow their noun.
-WORDS = {"a": "ein", "the": "der", "big": "gross", "small": "klein", "red": "rot", "dog": "Hund", "cat": "Katze",
-         "man": "Mann", "runs": "rennt", "sleeps": "schläft", "eats": "isst", "fast": "schnell"}
-
-
-def make_corpus(samples, seed):
-    rng = np.random.default_rng(seed)
-    source, target = [], []
-    for _ in range(samples):
-        article, adjective, noun = rng.choice(["a", "the"]), rng.choice(["big", "small", "red"]), rng.choice(["dog", "cat", "man"])
-        verb = rng.choice(["runs", "sleeps", "eats"])
-        english = [article, adjective, noun, verb] + (["fast"] if rng.random() < 0.5 else [])
-        german = [WORDS[article], WORDS[noun], WORDS[adjective]] + [WORDS[w] for w in english[3:]]
-        source.append(" ".join(english).capitalize() + ".")
-        target.append(" ".join(german).capitalize() + ".")
-    return source, target
-
-
-def write(path, lines):
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "wt", encoding="utf-8") as file:
-        file.writelines(line + "\n" for line in lines)
-    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -44,46 +19,6 @@ def corpus_files(tmp_path_factory):
         suffix = ".gz" if split == "train" else ""  # both kinds of file
         paths[split] = (write(folder / f"{stem}.en{suffix}", source), write(folder / f"{stem}.de{suffix}", target))
     return folder, paths
-
-
-def test_loaders_read_aligned_files_and_the_multi30k_layout(corpus_files):
-    folder, paths = corpus_files
-    corpus = translation.load_files(translation.multi30k_files(str(folder), "en", "de"))
-    assert sorted(corpus) == ["test", "train", "validation"]
-    assert len(corpus["train"][0]) == 600 and corpus["train"] == make_corpus(600, seed=5)
-    assert translation.load_files(paths) == corpus
-    with pytest.raises(translation.DataUnavailable, match="no train file for language 'fr'"):
-        translation.multi30k_files(str(folder), "en", "fr")
-    short = write(folder / "short.de", ["eins"])
-    with pytest.raises(ValueError, match="same number of lines"):
-        translation.load_pair(paths["train"][0], short)
-
-
-def test_missing_splits_are_filled_without_testing_on_training_pairs():
-    pairs = ([f"s{i}" for i in range(50)], [f"t{i}" for i in range(50)])
-    corpus = translation.fill_missing_splits({"train": pairs})
-    assert len(corpus["train"][0]) == 45 and corpus["test"] == corpus["validation"] == (pairs[0][45:], pairs[1][45:])
-    corpus = translation.fill_missing_splits({"train": pairs, "test": (["a"], ["b"])})
-    assert corpus["validation"] == (["a"], ["b"]) and corpus["train"] == pairs
-
-
-def test_keep_fitting_and_batches_cut_to_the_longest_row():
-    source, target, dropped = translation.keep_fitting([[5, 6], [5] * 9, [7]], [[2, 8, 3], [2, 3], [2, 9, 9, 3]], 5)
-    assert dropped == 1 and source.shape == (2, 5) and target.tolist() == [[2, 8, 3, 0, 0], [2, 9, 9, 3, 0]]
-    (x, y_in), y_out = next(iter(translation.make_dataset(source, target, batch_size=2, multiple=1)))
-    assert x.shape == (2, 2) and y_in.shape == (2, 3) and y_out.numpy().tolist() == [[8, 3, 0], [9, 9, 3]]
-    (x, y_in), y_out = next(iter(translation.make_dataset(source, target, batch_size=2, multiple=2)))
-    assert x.shape == (2, 2) and y_in.shape == (2, 4) and y_out.numpy().tolist() == [[8, 3, 0, 0], [9, 9, 3, 0]]
-
-
-@pytest.mark.tensorflow_only
-def test_tfds_translation_sets_load_with_mock_data():
-    import tensorflow_datasets as tfds
-
-    with tfds.testing.mock_data(num_examples=6):
-        corpus = translation.load_tfds("ted_hrlr_translate/pt_to_en")
-    assert {split: len(pair[0]) for split, pair in corpus.items()} == {"train": 6, "validation": 6, "test": 6}
-    assert all(isinstance(text, str) for text in corpus["train"][0] + corpus["train"][1])
 
 
 def test_a_resumed_run_reuses_its_saved_tokenizers(tmp_path):
@@ -148,3 +83,14 @@ def test_bad_flags_are_usage_errors(flags, capsys):
         translate.main(flags)
     assert exit_info.value.code == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_tfds_without_a_network_answers_at_once(network_unreachable, tmp_path, capsys):
+    pytest.importorskip("tensorflow_datasets")
+    with pytest.raises(SystemExit) as exit_info:
+        translate.main(["--tfds", "ted_hrlr_translate/pt_to_en", "--output-dir", str(tmp_path / "run")])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err
+    assert "cannot connect to" in message and "--tfds-dir FOLDER" in message
+    assert len(network_unreachable.connections) == 1 and network_unreachable.downloads == []
+    assert os.listdir(tmp_path) == []

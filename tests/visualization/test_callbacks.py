@@ -5,6 +5,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_tfm import visualize
 from keras_tfm.callbacks import AttentionMapCallback, PositionEncodingPlot
 from keras_tfm.models import TextClassifier, ViT
 from tests.helpers import padded_ids, reverse_digits, small_reverser
@@ -86,3 +87,47 @@ def test_bad_arguments():
         AttentionMapCallback(np.zeros((1, 4), "int32"), every_n_epochs=0)
     with pytest.raises(ValueError, match="Cannot tell the kind"):
         AttentionMapCallback(np.zeros((1, 4, 4)))
+
+
+def test_empty_or_missing_inputs_are_refused_when_the_callback_is_made():
+    x = np.zeros((4, 8, 8, 3), "uint8")
+    for inputs in (x[:0], (np.zeros((0, 5), "int32"), np.zeros((0, 4), "int32")), np.float32(1.0)):
+        with pytest.raises(ValueError, match=r"`inputs` must hold at least one sample .*Received: inputs of shape"):
+            AttentionMapCallback(inputs)
+    with pytest.raises(ValueError, match=r"`inputs` must be the fixed sample to draw.*Received: inputs=None"):
+        AttentionMapCallback(None)
+    assert AttentionMapCallback(x[:1]).kind == "image"  # one sample is enough
+
+
+def test_heads_pictures_show_the_first_sample_real_tokens(tmp_path, monkeypatch):
+    drawn = []
+    plot = visualize.plot_attention_heads
+    monkeypatch.setattr(visualize, "plot_attention_heads", lambda *a, **k: drawn.append(plot(*a, **k)) or drawn[-1])
+
+    def labels(figure):
+        ax = figure.axes[0]
+        return ax.images[0].get_array().shape, [t.get_text() for t in ax.get_yticklabels()], [
+            t.get_text() for t in ax.get_xticklabels()]
+
+    vocabulary = [f"w{i}" for i in range(10)]
+    ids = np.array([[4, 7, 2, 0, 0, 0], [1, 2, 3, 4, 5, 6]], "int32")  # sample 0: 3 words, 3 padding
+    for pool, words in (("cls", ["[CLS]", "w4", "w7", "w2"]), ("mean", ["w4", "w7", "w2"])):
+        classifier = TextClassifier(vocab_size=10, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32, pool=pool)
+        callback = AttentionMapCallback(ids, output_dir=tmp_path / pool, tokens=vocabulary)
+        callback.set_model(classifier)
+        callback.draw(1)
+        assert labels(drawn[-1]) == ((len(words), len(words)), words, words)
+    callback = AttentionMapCallback(np.zeros((1, 6), "int32"), output_dir=tmp_path / "empty", tokens=vocabulary)
+    callback.set_model(classifier)
+    callback.draw(1)  # an all-padding sample: nothing to label, the whole map numbered rather than an error
+    assert labels(drawn[-1])[0] == (6, 6)
+
+    reverser = small_reverser()
+    source, target = reverse_digits(2, seed=0)
+    callback = AttentionMapCallback((source, target[:, :-1]), output_dir=tmp_path / "s2s")
+    callback.set_model(reverser)
+    callback.draw(1)
+    real_source = [str(i) for i in source[0] if i]
+    real_target = [str(i) for i in target[0, :-1] if i]
+    # The last map is the decoder's cross-attention: target tokens (rows) over source tokens (columns).
+    assert labels(drawn[-1]) == ((len(real_target), len(real_source)), real_target, real_source)

@@ -92,3 +92,74 @@ def test_confusion_matrix_counts(tmp_path):
     np.testing.assert_array_equal(image, [[1, 1, 0], [0, 1, 0], [0, 0, 1]])
     assert "75.0%" in figure.axes[0].get_title()
     assert png_size(visualize.save_figure(figure, tmp_path / "confusion.png"))[0] > 100
+
+
+def padded_maps(real, padded, heads=3, seed=0):
+    """`(1, heads, padded, padded)` attention over `real` keys, as a padded batch gives it."""
+    weights = np.random.default_rng(seed).random((1, heads, padded, padded))
+    weights[..., real:] = 0.0
+    return weights / weights.sum(-1, keepdims=True)
+
+
+def test_heads_figure_draws_only_the_real_block_with_token_labels_and_a_colour_bar():
+    words = ["[CLS]", "an", "uninspired", "film"]
+    figure = visualize.plot_attention_heads(padded_maps(4, 40), words, words, title="block_0")
+    heads = [ax for ax in figure.axes if ax.images and ax.get_title().startswith("head")]
+    assert len(heads) == 3
+    for ax in heads:
+        assert ax.images[0].get_array().shape == (4, 4)
+        assert tuple(ax.images[0].get_extent()) == (-0.5, 3.5, 3.5, -0.5)  # 4 x 4 cells, not 40 x 40
+        assert [label.get_text() for label in ax.get_xticklabels()] == words
+        assert ax.get_xlabel() == "key (attended to)"
+    assert [label.get_text() for label in heads[0].get_yticklabels()] == words
+    assert heads[0].get_ylabel() == "query (attending)"
+    colour_bars = [ax for ax in figure.axes if ax.get_ylabel() == "attention weight"]
+    assert len(colour_bars) == 1
+    assert len({ax.images[0].get_clim() for ax in heads}) == 1  # one colour scale for every head
+
+
+def test_heads_figure_takes_real_lengths_without_tokens_and_checks_them():
+    figure = visualize.plot_attention_heads(padded_maps(6, 10)[0], query_length=10, key_length=6)
+    assert all(ax.images[0].get_array().shape == (10, 6) for ax in figure.axes if ax.get_title().startswith("head"))
+    with pytest.raises(ValueError, match=r"`key_tokens` has 2 labels but `key_length` is 3"):
+        visualize.plot_attention_heads(padded_maps(3, 5), key_tokens=["a", "b"], key_length=3)
+    with pytest.raises(ValueError, match=r"`query_length` \(or the number of `query_tokens`\) must be in \[1, 5\]"):
+        visualize.plot_attention_heads(padded_maps(3, 5), query_length=6)
+
+
+def word_boxes(figure):
+    """Each word's drawn box, in display pixels, in the order the words were given (the title is not a word)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    texts = [t for t in figure.axes[0].texts if t.get_bbox_patch() is not None]
+    return [t.get_text() for t in texts], [t.get_bbox_patch().get_window_extent(renderer) for t in texts]
+
+
+def test_token_heat_map_gives_every_word_its_width_none_cut_none_overlapping():
+    words = ("I thought this movie was uninspired and its exceptional cast occasionally wasted ; the "
+             "cinematography was extraordinarily beautiful but it costs $5 and $10 , overall disappointing").split()
+    weights = np.random.default_rng(0).random(len(words))
+    figure = visualize.plot_token_attention(words, weights, title="true: negative, predicted: negative")
+    texts, boxes = word_boxes(figure)
+    assert texts == words  # nothing dropped, "$5" drawn as written (not as mathematics)
+    width, height = figure.bbox.width, figure.bbox.height
+    for box in boxes:  # inside the picture: nothing cut at an edge
+        assert 0 <= box.x0 and box.x1 <= width and 0 <= box.y0 and box.y1 <= height
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            overlap_x = min(a.x1, b.x1) - max(a.x0, b.x0)
+            overlap_y = min(a.y1, b.y1) - max(a.y0, b.y0)
+            assert overlap_x <= 0 or overlap_y <= 0, "two word boxes overlap"
+    lines = sorted({round(box.y0) for box in boxes})
+    assert len(lines) >= 2  # it wrapped
+    rows = [[box for box in boxes if round(box.y0) == y] for y in lines]
+    assert all(row == sorted(row, key=lambda box: box.x0) for row in rows)  # reading order, left to right
+
+
+def test_a_word_wider_than_the_line_widens_the_figure():
+    figure = visualize.plot_token_attention(["a", "x" * 200, "b"], [0.1, 0.5, 0.9], width=3)
+    _, boxes = word_boxes(figure)
+    assert all(box.x1 <= figure.bbox.width for box in boxes) and figure.get_size_inches()[0] > 3

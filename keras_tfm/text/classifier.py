@@ -1,0 +1,155 @@
+"""A trained `TextClassifier` paired with its vocabulary and standardisation, so it classifies strings:
+`TextClassifierPipeline.load(folder).predict(["A wonderful, moving film."])` -> class probabilities.
+
+The model reads token ids; this is the way from raw text to those ids that the model was trained with (Keras'
+`TextVectorization` with the same vocabulary, standardisation and sequence length), kept with the model so that
+nobody has to rebuild it by hand. Saved as one folder, which `TextClassifierPipeline.load` reads back:
+
+    classifier.json   what the folder holds: sequence length, class names, standardisation
+    model.keras       the TextClassifier                  vocabulary.txt   line i = the word of token id i
+"""
+
+import json
+import os
+
+import keras
+import numpy as np
+
+from keras_tfm.data.imdb import load_vocabulary, save_vocabulary, standardize_review
+from keras_tfm.models.text_classifier import TextClassifier
+
+FORMAT = "keras_tfm.TextClassifierPipeline"
+# TextVectorization's own standardisations, saved by name like a registered function.
+BUILT_IN_STANDARDIZE = (None, "lower", "strip_punctuation", "lower_and_strip_punctuation")
+
+
+class TextClassifierPipeline:
+    """Strings in, class probabilities out: standardise, look the words up, `TextClassifier`, softmax.
+
+    Args:
+        model: a trained `keras_tfm.models.TextClassifier`.
+        vocabulary: its words in id order, starting with `""` (padding, id 0) and `"[UNK]"` (unknown words,
+            id 1), as `TextVectorization.get_vocabulary()` returns it.
+        class_names: a name per class (default: `"0"`, `"1"`, ...).
+        standardize: what was done to the text before splitting it into words in training: a function
+            registered with `keras.saving.register_keras_serializable` (so that it can be saved; default the IMDB
+            recipe's `keras_tfm.data.imdb.standardize_review`), or one of TextVectorization's names
+            (`"lower_and_strip_punctuation"`, `"lower"`, `"strip_punctuation"`, `None`).
+        sequence_length: words read per text, longer texts are cut (default: the model's `max_length`).
+
+    Example:
+
+    >>> vocabulary = vectorizer.get_vocabulary()  # doctest: +SKIP
+    >>> pipeline = TextClassifierPipeline(model, vocabulary, ["negative", "positive"])  # doctest: +SKIP
+    >>> pipeline.predict(["A wonderful, moving film.", "Dull and far too long."])  # doctest: +SKIP
+    array([[0.08, 0.92], [0.85, 0.15]], dtype=float32)
+    >>> pipeline.save("runs/imdb/classifier")  # doctest: +SKIP
+    >>> TextClassifierPipeline.load("runs/imdb/classifier").predict(["Great!"])  # doctest: +SKIP
+    """
+
+    def __init__(self, model, vocabulary, class_names=None, standardize=standardize_review, sequence_length=None):
+        if not isinstance(model, TextClassifier):
+            raise TypeError(f"`model` must be a TextClassifier. Received: model of type {type(model).__name__}")
+        if isinstance(vocabulary, str) or not all(isinstance(word, str) for word in vocabulary):
+            raise TypeError("`vocabulary` must be a list of words (str), id order. Received: "
+                            f"{type(vocabulary).__name__}")
+        vocabulary = list(vocabulary)
+        if vocabulary[:2] != ["", "[UNK]"]:
+            raise ValueError('`vocabulary` must start with "" (padding) and "[UNK]" (unknown words), as '
+                             f"TextVectorization.get_vocabulary() returns it. Received: {vocabulary[:2]!r}...")
+        if len(vocabulary) > model.vocab_size:
+            raise ValueError(f"`vocabulary` has {len(vocabulary)} words but the model has only {model.vocab_size} "
+                             "token ids.")
+        class_names = [str(i) for i in range(model.num_classes)] if class_names is None else list(class_names)
+        if len(class_names) != model.num_classes:
+            raise ValueError(f"`class_names` must name the model's {model.num_classes} classes. Received "
+                             f"{len(class_names)}: {class_names!r}")
+        sequence_length = model.max_length if sequence_length is None else sequence_length
+        if isinstance(sequence_length, bool) or not isinstance(sequence_length, int) or not (
+                1 <= sequence_length <= model.max_length):
+            raise ValueError(f"`sequence_length` must be an integer in [1, {model.max_length}] (the model's "
+                             f"max_length). Received: sequence_length={sequence_length!r}")
+        self.standardize_name = _standardize_name(standardize)
+        self.model = model
+        self.vocabulary = vocabulary
+        self.class_names = class_names
+        self.standardize = standardize
+        self.sequence_length = sequence_length
+        self.vectorizer = keras.layers.TextVectorization(
+            standardize=standardize, output_mode="int", output_sequence_length=sequence_length, vocabulary=vocabulary
+        )
+
+    def token_ids(self, texts):
+        """`(n, sequence_length)` int32 token ids of a list of strings, exactly as the model reads them."""
+        if isinstance(texts, str):
+            raise TypeError(f"`texts` must be a list of strings, not one string. Received: {texts!r}")
+        texts = list(texts)
+        if not all(isinstance(text, str) for text in texts):
+            raise TypeError("`texts` must be a list of strings. Received items of type "
+                            f"{sorted({type(text).__name__ for text in texts})}")
+        if not texts:
+            return np.zeros((0, self.sequence_length), "int32")
+        return np.asarray(self.vectorizer(np.array(texts, dtype=object)), "int32")
+
+    def predict(self, texts, batch_size=256):
+        """Class probabilities `(len(texts), num_classes)` float32 of a list of strings (rows sum to 1)."""
+        ids = self.token_ids(texts)
+        if not len(ids):
+            return np.zeros((0, len(self.class_names)), "float32")
+        outputs = self.model.predict(ids, batch_size=batch_size, verbose=0)  # (n, num_classes)
+        if self.model.activation != "softmax":  # logits
+            outputs = keras.ops.softmax(outputs, axis=-1)
+        return np.asarray(keras.ops.convert_to_numpy(outputs), "float32")
+
+    def classify(self, texts, batch_size=256):
+        """The most probable class name of each string."""
+        return [self.class_names[i] for i in self.predict(texts, batch_size).argmax(-1)]
+
+    def save(self, directory):
+        """Writes the model, the vocabulary and `classifier.json` into `directory` (created)."""
+        os.makedirs(directory, exist_ok=True)
+        self.model.save(os.path.join(directory, "model.keras"))
+        save_vocabulary(self.vocabulary, os.path.join(directory, "vocabulary.txt"))
+        with open(os.path.join(directory, "classifier.json"), "w") as file:
+            json.dump({"format": FORMAT, "version": 1, "class_names": self.class_names,
+                       "standardize": self.standardize_name, "sequence_length": self.sequence_length,
+                       "files": ["model.keras", "vocabulary.txt"]}, file, indent=2)
+        return directory
+
+    @classmethod
+    def load(cls, directory):
+        """The `TextClassifierPipeline` that `save(directory)` wrote."""
+        manifest = os.path.join(directory, "classifier.json")
+        if not os.path.isfile(manifest):
+            raise ValueError(f"{os.fspath(directory)!r} is not a saved TextClassifierPipeline: it has no "
+                             "classifier.json.")
+        with open(manifest) as file:
+            info = json.load(file)
+        if info.get("format") != FORMAT:
+            raise ValueError(f"{manifest!r} is not a keras_tfm TextClassifierPipeline manifest "
+                             f"(format={info.get('format')!r}).")
+        standardize = info["standardize"]
+        if standardize not in BUILT_IN_STANDARDIZE:
+            function = keras.saving.get_registered_object(standardize)
+            if function is None:
+                raise ValueError(f"{manifest!r} names the standardisation {standardize!r}, which is not registered "
+                                 "with Keras: import the module that defines it before loading.")
+            standardize = function
+        model = keras.saving.load_model(os.path.join(directory, "model.keras"))
+        vocabulary = load_vocabulary(os.path.join(directory, "vocabulary.txt"))
+        return cls(model, vocabulary, info["class_names"], standardize, info["sequence_length"])
+
+
+def _standardize_name(standardize):
+    """How `standardize` is written into classifier.json: its registered Keras name, or TextVectorization's."""
+    if standardize in BUILT_IN_STANDARDIZE:
+        return standardize
+    name = keras.saving.get_registered_name(standardize) if callable(standardize) else None
+    if name is None or keras.saving.get_registered_object(name) is not standardize:
+        raise ValueError(
+            "`standardize` must be one of TextVectorization's names "
+            f"{list(BUILT_IN_STANDARDIZE)} or a function registered with "
+            "`keras.saving.register_keras_serializable` (so that the pipeline can be saved and loaded). "
+            f"Received: standardize={standardize!r}"
+        )
+    return name

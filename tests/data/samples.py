@@ -1,0 +1,65 @@
+"""Small generated data sets in the layouts the data loaders read (for tests/data and tests/recipes)."""
+
+import gzip
+import os
+
+import keras
+import numpy as np
+
+from keras_tfm.data import cifar10
+
+POSITIVE = ["great", "wonderful", "loved", "brilliant", "superb", "moving"]
+NEGATIVE = ["awful", "boring", "hated", "terrible", "dull", "waste"]
+NEUTRAL = ["the", "film", "movie", "plot", "actors", "story", "was", "and", "a", "it"]
+
+
+def write_acl_imdb(root, per_class=16, seed=0):
+    """A tiny folder with the aclImdb layout: {train,test}/{pos,neg}/*.txt, short reviews whose sentiment words
+    give the label away (with the `<br />` tags and punctuation of the real reviews)."""
+    rng = np.random.default_rng(seed)
+    for split in ("train", "test"):
+        for label, words in (("pos", POSITIVE), ("neg", NEGATIVE)):
+            os.makedirs(root / split / label)
+            for i in range(per_class):
+                review = list(rng.choice(NEUTRAL, 8)) + list(rng.choice(words, 3))
+                rng.shuffle(review)
+                text = " ".join(review[:6]).capitalize() + ".<br /><br />" + " ".join(review[6:]) + "!"
+                (root / split / label / f"{i}_{rng.integers(1, 11)}.txt").write_text(text)
+    return root
+
+
+def write_image_folder(root, train_per_class=3, test_per_class=2):
+    """root/{train,test}/<class>/*.png with random 32x32 images of a class-dependent tint."""
+    rng = np.random.default_rng(0)
+    for split, count in (("train", train_per_class), ("test", test_per_class)):
+        for label, name in enumerate(cifar10.CLASS_NAMES):
+            os.makedirs(root / split / name)
+            for i in range(count):
+                pixels = rng.integers(0, 128, (32, 32, 3)) + 12 * label
+                keras.utils.save_img(root / split / name / f"{i}.png", pixels.astype("uint8"))
+    return root
+
+
+# A made-up language pair: every English word has one "German" word, and adjectives follow their noun.
+WORDS = {"a": "ein", "the": "der", "big": "gross", "small": "klein", "red": "rot", "dog": "Hund", "cat": "Katze",
+         "man": "Mann", "runs": "rennt", "sleeps": "schläft", "eats": "isst", "fast": "schnell"}
+
+
+def make_corpus(samples, seed):
+    rng = np.random.default_rng(seed)
+    source, target = [], []
+    for _ in range(samples):
+        article, adjective, noun = rng.choice(["a", "the"]), rng.choice(["big", "small", "red"]), rng.choice(["dog", "cat", "man"])
+        verb = rng.choice(["runs", "sleeps", "eats"])
+        english = [article, adjective, noun, verb] + (["fast"] if rng.random() < 0.5 else [])
+        german = [WORDS[article], WORDS[noun], WORDS[adjective]] + [WORDS[w] for w in english[3:]]
+        source.append(" ".join(english).capitalize() + ".")
+        target.append(" ".join(german).capitalize() + ".")
+    return source, target
+
+
+def write(path, lines):
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wt", encoding="utf-8") as file:
+        file.writelines(line + "\n" for line in lines)
+    return str(path)

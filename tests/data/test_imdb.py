@@ -1,0 +1,62 @@
+"""keras_tfm.data.imdb: the aclImdb folder loader, tensorflow-datasets without a network, the standardiser and
+the vocabulary file."""
+
+import os
+
+import numpy as np
+import pytest
+
+from keras_tfm.data import DataUnavailable, imdb
+from tests.data.samples import NEGATIVE, POSITIVE, write_acl_imdb
+
+pytestmark = pytest.mark.tensorflow_only  # the loaders and TextVectorization run on tf.data
+
+
+def test_standardize_lowercases_and_strips_line_breaks_and_punctuation():
+    vectorizer = imdb.make_vectorizer(vocab_size=100, sequence_length=6)
+    vectorizer.adapt(np.array(["Great film.<br /><br />GREAT, acting!", "a dull film"]))
+    vocabulary = vectorizer.get_vocabulary()
+    assert vocabulary[:2] == ["", "[UNK]"] and "great" in vocabulary and "br" not in vocabulary
+    assert not any(mark in token for token in vocabulary for mark in ".,!<>/")
+    ids = np.asarray(vectorizer(np.array(["GREAT film<br />unheard-of"])))
+    words = [vocabulary[i] for i in ids[0]]
+    assert words == ["great", "film", "[UNK]", "[UNK]", "", ""]  # "unheard-of" is two unknown words, then padding
+
+
+def test_vocabulary_round_trip(tmp_path):
+    vocabulary = ["", "[UNK]", "great", "film", "dull"]
+    path = imdb.save_vocabulary(vocabulary, tmp_path / "vocabulary.txt")
+    assert imdb.load_vocabulary(path) == vocabulary
+    vectorizer = imdb.make_vectorizer(10, 4, vocabulary=imdb.load_vocabulary(path))
+    np.testing.assert_array_equal(vectorizer(np.array(["Dull, dull film"])), [[4, 4, 3, 0]])
+
+
+def test_folder_loader_reads_texts_and_labels(tmp_path):
+    train, test = imdb.load_folder(str(write_acl_imdb(tmp_path / "aclImdb", per_class=3)))
+    pairs = [(text.numpy().decode(), int(label)) for text, label in train]
+    assert len(pairs) == 6 and sorted(label for _, label in pairs) == [0, 0, 0, 1, 1, 1]
+    for text, label in pairs:  # 1 = pos: the positive words are in the positive reviews
+        assert any(word in text.lower() for word in (POSITIVE if label else NEGATIVE))
+    assert len(list(test)) == 6
+
+
+@pytest.mark.parametrize("data_dir", [None, "tfds"])
+def test_without_a_network_tfds_answers_at_once_and_leaves_no_folder(data_dir, network_unreachable, tmp_path, caplog):
+    pytest.importorskip("tensorflow_datasets")
+    data_dir = None if data_dir is None else str(tmp_path / data_dir)
+    with pytest.raises(DataUnavailable) as error:
+        imdb.load_tfds(data_dir, download=True)  # no prepared copy anywhere, downloading allowed
+    message = str(error.value)
+    assert "downloading it from https://ai.stanford.edu" in message and "cannot connect to ai.stanford.edu" in message
+    assert "--imdb-dir path/to/aclImdb" in message and "--data-dir FOLDER" in message
+    assert len(network_unreachable.connections) == 1  # one check, no retries
+    assert network_unreachable.downloads == []  # tensorflow-datasets never started downloading
+    assert os.listdir(tmp_path) == []  # neither the default folder nor the named one was created
+    assert [r.getMessage() for r in caplog.records if r.name == "absl"] == []  # no tfds warnings before the message
+
+
+def test_a_named_tfds_folder_is_not_downloaded_into_by_default(network_unreachable, tmp_path):
+    pytest.importorskip("tensorflow_datasets")
+    with pytest.raises(DataUnavailable, match="nothing is downloaded into a folder you name"):
+        imdb.load_imdb(data_dir=str(tmp_path / "tfds"))
+    assert network_unreachable.connections == [] and not (tmp_path / "tfds").exists()

@@ -1,0 +1,78 @@
+"""TextClassifierPipeline: strings in, the probabilities the model gives the recipe's own token ids out; saved and
+loaded exactly."""
+
+import numpy as np
+import pytest
+
+from keras_tfm.data import imdb
+from keras_tfm.models import TextClassifier
+from keras_tfm.text import TextClassifierPipeline
+from tests.helpers import to_numpy
+
+pytestmark = pytest.mark.tensorflow_only  # TextVectorization runs on TensorFlow strings
+
+VOCABULARY = ["", "[UNK]", "great", "film", "dull", "a", "the", "plot"]
+TEXTS = ["A GREAT film!<br /><br />Great.", "dull, dull plot", "Words it never saw", ""]
+
+
+def classifier(**kwargs):
+    return TextClassifier(vocab_size=10, max_length=8, num_classes=2, dim=16, depth=1, num_heads=2, mlp_dim=32,
+                          dropout=0.0, **kwargs)
+
+
+def test_predict_gives_the_softmax_of_the_model_on_the_recipe_token_ids():
+    model = classifier()
+    pipeline = TextClassifierPipeline(model, VOCABULARY, ["negative", "positive"], sequence_length=6)
+    vectorizer = imdb.make_vectorizer(len(VOCABULARY), 6, vocabulary=VOCABULARY)  # how the recipe reads reviews
+    ids = to_numpy(vectorizer(np.array(TEXTS))).astype("int32")
+    np.testing.assert_array_equal(pipeline.token_ids(TEXTS), ids)
+    np.testing.assert_array_equal(pipeline.token_ids(["GREAT film<br />unheard-of"]), [[2, 3, 1, 1, 0, 0]])
+    logits = to_numpy(model(ids))
+    expected = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    probabilities = pipeline.predict(TEXTS)
+    assert probabilities.shape == (4, 2) and probabilities.dtype == np.float32
+    np.testing.assert_allclose(probabilities, expected, atol=1e-6)
+    assert pipeline.classify(TEXTS) == [["negative", "positive"][i] for i in expected.argmax(-1)]
+    assert pipeline.predict([]).shape == (0, 2)
+
+
+def test_a_softmax_model_is_not_softmaxed_twice():
+    model = classifier(activation="softmax")
+    pipeline = TextClassifierPipeline(model, VOCABULARY)
+    np.testing.assert_allclose(pipeline.predict(TEXTS[:2]), to_numpy(model(pipeline.token_ids(TEXTS[:2]))), atol=1e-6)
+    assert pipeline.class_names == ["0", "1"] and pipeline.sequence_length == 8
+
+
+@pytest.mark.parametrize("standardize", ["recipe", "lower_and_strip_punctuation"])
+def test_save_and_load_round_trip_exactly(tmp_path, standardize):
+    keyword = {} if standardize == "recipe" else {"standardize": standardize}
+    pipeline = TextClassifierPipeline(classifier(), VOCABULARY, ["neg", "pos"], sequence_length=5, **keyword)
+    folder = pipeline.save(tmp_path / "classifier")
+    assert sorted(p.name for p in folder.iterdir()) == ["classifier.json", "model.keras", "vocabulary.txt"]
+    loaded = TextClassifierPipeline.load(folder)
+    assert (loaded.class_names, loaded.sequence_length, loaded.vocabulary) == (["neg", "pos"], 5, VOCABULARY)
+    assert loaded.standardize == (imdb.standardize_review if standardize == "recipe" else standardize)
+    np.testing.assert_array_equal(loaded.predict(TEXTS), pipeline.predict(TEXTS))
+
+
+def test_bad_arguments_say_what_was_expected(tmp_path):
+    model = classifier()
+    with pytest.raises(TypeError, match="`model` must be a TextClassifier. Received: model of type str"):
+        TextClassifierPipeline("model.keras", VOCABULARY)
+    with pytest.raises(ValueError, match=r'`vocabulary` must start with "" \(padding\) and "\[UNK\]"'):
+        TextClassifierPipeline(model, ["great", "film"])
+    with pytest.raises(ValueError, match="`vocabulary` has 12 words but the model has only 10 token ids"):
+        TextClassifierPipeline(model, VOCABULARY + ["x"] * 4)
+    with pytest.raises(ValueError, match="`class_names` must name the model's 2 classes. Received 3"):
+        TextClassifierPipeline(model, VOCABULARY, ["a", "b", "c"])
+    with pytest.raises(ValueError, match=r"`sequence_length` must be an integer in \[1, 8\].*sequence_length=9"):
+        TextClassifierPipeline(model, VOCABULARY, sequence_length=9)
+    with pytest.raises(ValueError, match="`standardize` must be one of TextVectorization's names .* registered"):
+        TextClassifierPipeline(model, VOCABULARY, standardize=lambda text: text)
+    pipeline = TextClassifierPipeline(model, VOCABULARY)
+    with pytest.raises(TypeError, match="`texts` must be a list of strings, not one string"):
+        pipeline.predict("A great film")
+    with pytest.raises(TypeError, match=r"`texts` must be a list of strings. Received items of type \['int'\]"):
+        pipeline.predict([3])
+    with pytest.raises(ValueError, match="is not a saved TextClassifierPipeline: it has no classifier.json"):
+        TextClassifierPipeline.load(tmp_path)
