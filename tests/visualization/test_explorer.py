@@ -2,6 +2,7 @@
 
 import base64
 import json
+import os
 import re
 import sys
 import types
@@ -80,6 +81,8 @@ def vit_case():
 @pytest.fixture(scope="module")
 def browser():
     reason = why_no_browser()
+    if reason and os.environ.get("KERAS_TFM_REQUIRE_BROWSER"):  # CI (.ci/run) installs the browser: must run
+        pytest.fail(reason)
     if reason:
         pytest.skip(reason)
     with Browser() as running:
