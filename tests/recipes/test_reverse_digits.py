@@ -26,11 +26,13 @@ def test_digit_tasks():
 
 
 @pytest.mark.slow
-def test_quick_run_writes_every_promised_file(tmp_path):
+def test_quick_run_writes_every_promised_file(tmp_path, capsys):
     summary = reverse_digits.main(["--quick", "--output-dir", str(tmp_path)])
     for name in ("model.keras", "checkpoint.keras", "history.csv", "curves.png", "summary.json", "alignment.png"):
         assert os.path.getsize(tmp_path / name) > 0, name
     assert any(name.endswith("_alignment_0.png") for name in os.listdir(tmp_path / "attention"))
+    explorer = tmp_path / "attention" / "attention.html"  # one page, both epochs on its slider
+    assert '"epochs":["1","2"]' in explorer.read_text() and f"(open in a browser): {explorer}" in capsys.readouterr().out
     saved = json.loads((tmp_path / "summary.json").read_text())
     assert saved["metrics"] == summary["metrics"] and 0.0 <= saved["metrics"]["exact_match_greedy"] <= 1.0
     assert saved["flags"]["quick"] is True and saved["wall_time_seconds"] > 0
