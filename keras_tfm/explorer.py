@@ -25,7 +25,6 @@ about 2.7 MB.
 import base64
 import html
 import json
-import math
 import struct
 import zlib
 
@@ -146,7 +145,7 @@ class AttentionHistory:
         if self.image is not None:
             self._image_png = base64.b64encode(_png(self.image)).decode("ascii")
 
-    def _labels(self, name, queries, keys):
+    def _labels(self, name):
         if self.tokens is None:
             return None, None
         if _is_token_pair(self.tokens):
@@ -162,7 +161,7 @@ class AttentionHistory:
         described = []
         for name, m in layers:
             heads, queries, keys = m.shape
-            query_labels, key_labels = self._labels(name, queries, keys)
+            query_labels, key_labels = self._labels(name)
             for labels, size, what in ((query_labels, queries, "query"), (key_labels, keys, "key")):
                 if labels is not None and len(labels) > size:
                     raise ValueError(
@@ -341,11 +340,16 @@ _PAGE = """<!DOCTYPE html>
   <section id="view-model" class="view" hidden>
     <p class="hint">Rows: layers; columns: heads. Each square is one head's attention (queries down, keys across;
       colours scaled to that head's largest weight). Click one to open it.</p>
-    <div id="model-grid"></div>
-    <div id="model-detail" hidden>
-      <h2 id="detail-title"></h2>
-      <canvas id="detail-canvas"></canvas>
-      <div id="detail-readout" class="readout">&nbsp;</div>
+    <div class="model-row">
+      <div id="model-grid"></div>
+      <div id="model-detail" hidden>
+        <h2 id="detail-title"></h2>
+        <div id="detail-readout" class="readout">&nbsp;</div>
+        <div id="detail-frame">
+          <span class="axis">queries ↓ keys →</span><div id="detail-keys"></div>
+          <div id="detail-queries"></div><canvas id="detail-canvas"></canvas>
+        </div>
+      </div>
     </div>
   </section>
   <section id="view-image" class="view" hidden>
@@ -353,12 +357,17 @@ _PAGE = """<!DOCTYPE html>
       <label>layer <select id="image-layer"></select></label>
       <label>head <select id="image-head"></select></label>
       <button id="image-cls" type="button"></button>
-      <label><input id="image-alpha" type="range" min="0" max="100" value="65"> overlay</label>
+      <label><input id="image-alpha" type="range" min="0" max="100" value="60"> overlay</label>
     </div>
     <p class="hint">The heat shows where the chosen query token looks. Click a patch to make it the query.</p>
     <div class="image-row">
-      <div id="image-stack"><canvas id="image-base"></canvas><canvas id="image-overlay"></canvas></div>
-      <div id="image-readout" class="readout"></div>
+      <figure><canvas id="image-plain"></canvas><figcaption>the image</figcaption></figure>
+      <figure><div id="image-stack"><canvas id="image-base"></canvas><canvas id="image-overlay"></canvas></div>
+        <figcaption>where the query looks</figcaption></figure>
+      <div>
+        <div id="image-readout" class="readout"></div>
+        <div class="legend"><span>low</span><span id="image-legend"></span><span>high</span></div>
+      </div>
     </div>
   </section>
 </main>
@@ -394,17 +403,32 @@ main { padding: 12px 18px; }
 #head-svg text { font: 13px ui-monospace, SFMono-Regular, Menlo, monospace; cursor: default; }
 #head-svg line, #head-svg rect { pointer-events: none; }
 #head-svg text.active { font-weight: 700; }
-#model-grid { display: grid; gap: 6px; align-items: center; }
+#head-svg text.caption { font: 12px system-ui, sans-serif; fill: #777; }
+.model-row { display: flex; flex-wrap: wrap; gap: 28px; align-items: flex-start; }
+#model-grid { display: grid; gap: 6px; align-items: center; justify-content: start; }
+#model-detail h2 { margin-top: 0; }
+#detail-frame { display: grid; grid-template-columns: auto auto; justify-content: start; }
+#detail-frame .axis { font-size: 11px; color: #666; align-self: end; padding: 0 6px 4px 0; }
+#detail-keys { display: flex; align-items: flex-end; padding-left: 2px; }
+#detail-keys span { writing-mode: vertical-rl; transform: rotate(180deg); flex: none; text-align: left;
+  font: 11px ui-monospace, Menlo, monospace; white-space: nowrap; overflow: hidden; max-height: 90px; padding-bottom: 3px; }
+#detail-queries { display: flex; flex-direction: column; padding-top: 2px; }
+#detail-queries span { flex: none; display: flex; align-items: center; justify-content: flex-end; padding-right: 5px;
+  font: 11px ui-monospace, Menlo, monospace; white-space: nowrap; max-width: 110px; overflow: hidden; }
 #model-grid .label { font-size: 12px; color: #444; text-align: right; padding-right: 4px; white-space: nowrap; }
 #model-grid .collabel { font-size: 12px; color: #444; text-align: center; }
 #model-grid canvas { cursor: pointer; border: 2px solid transparent; border-radius: 3px; image-rendering: pixelated; }
 #model-grid canvas.selected { border-color: #2b6cb0; }
 #model-detail canvas { image-rendering: pixelated; border: 1px solid #ddd; background: #fff; }
 .image-row { display: flex; gap: 20px; align-items: flex-start; flex-wrap: wrap; }
+figure { margin: 0; }
+figcaption { font-size: 12.5px; color: #555; text-align: center; margin-top: 4px; }
+.legend { display: flex; align-items: center; gap: 6px; font-size: 12px; color: #555; margin-top: 10px; }
+#image-legend { display: inline-block; width: 160px; height: 12px; border-radius: 2px; }
 #image-stack { position: relative; }
-#image-stack canvas { display: block; image-rendering: pixelated; }
+figure canvas { display: block; image-rendering: pixelated; }
 #image-overlay { position: absolute; left: 0; top: 0; cursor: crosshair; }
-#image-readout { max-width: 380px; }
+#image-readout { max-width: 260px; }
 button#image-cls { border: 1px solid #bbb; background: #fff; border-radius: 4px; padding: 3px 10px; cursor: pointer; }
 """
 
@@ -505,6 +529,8 @@ _SCRIPT = r"""
     svg.textContent = "";
     svg.setAttribute("width", HEAD.right + 170);
     svg.setAttribute("height", HEAD.top + HEAD.step * Math.max(Q, K) + 8);
+    el("text", { x: HEAD.left, y: 16, "text-anchor": "end", class: "caption" }, svg, SVG).textContent = "queries";
+    el("text", { x: HEAD.right, y: 16, class: "caption" }, svg, SVG).textContent = "keys";
     el("g", { id: "head-shades" }, svg, SVG);
     el("g", { id: "head-lines" }, svg, SVG);
     const tokens = (labels, side, x, anchor) => labels.forEach((label, i) => {
@@ -518,7 +544,7 @@ _SCRIPT = r"""
     tokens(L.keys, "key", HEAD.right, "start");
     builtLayer = state.headLayer;
   }
-  const HEAD = { step: 20, top: 16, left: 170, right: 430 };
+  const HEAD = { step: 20, top: 40, left: 170, right: 430 };
   function renderHead() {
     if (builtLayer !== state.headLayer) buildHead();
     const L = D.layers[state.headLayer], e = state.epoch, Q = L.queries.length, K = L.keys.length, hover = state.hover;
@@ -532,8 +558,10 @@ _SCRIPT = r"""
           if (hover && hover.side === "key" && hover.index !== k) continue;
           const w = weight(e, state.headLayer, h, q, k);
           if (!hover && w < 0.02) continue; // the full view skips invisible lines; a hovered row shows them all
-          el("line", { x1: HEAD.left + 6, y1: HEAD.top + q * HEAD.step, x2: HEAD.right - 6, y2: HEAD.top + k * HEAD.step,
-                       stroke: PALETTE[h % PALETTE.length], "stroke-width": 2.5, "stroke-opacity": Math.max(w, 0.03),
+          const shift = (h - (L.heads - 1) / 2) * 2; // heads side by side, not drawn over each other
+          el("line", { x1: HEAD.left + 6, y1: HEAD.top + q * HEAD.step + shift, x2: HEAD.right - 6,
+                       y2: HEAD.top + k * HEAD.step + shift,
+                       stroke: PALETTE[h % PALETTE.length], "stroke-width": 2, "stroke-opacity": Math.max(w, 0.03),
                        "data-head": h, "data-query": q, "data-key": k, "data-weight": w.toFixed(4),
                        class: "attention-line" }, lines, SVG);
         }
@@ -614,7 +642,15 @@ _SCRIPT = r"""
     if (state.detail) {
       const L = D.layers[state.detail.layer];
       $("detail-title").textContent = L.name + ", head " + state.detail.head + " (epoch " + D.epochs[state.epoch] + ")";
-      paint($("detail-canvas"), state.detail.layer, state.detail.head, 420);
+      const canvas = $("detail-canvas");
+      paint(canvas, state.detail.layer, state.detail.head, 420);
+      const cellWidth = canvas.width / L.keys.length, cellHeight = canvas.height / L.queries.length;
+      const keys = $("detail-keys"), queries = $("detail-queries");
+      keys.textContent = ""; queries.textContent = "";
+      if (Math.min(cellWidth, cellHeight) >= 11) { // labels only where they fit
+        for (const label of L.keys) { const s = el("span", { style: "width:" + cellWidth + "px" }, keys); s.textContent = label; }
+        for (const label of L.queries) { const s = el("span", { style: "height:" + cellHeight + "px" }, queries); s.textContent = label; }
+      }
     }
   }
 
@@ -654,8 +690,9 @@ _SCRIPT = r"""
     state.query = I.prefix ? 0 : null; // the [CLS] token, or (no [CLS]) the mean over all patches as queries
     $("image-cls").textContent = I.prefix ? "query: [CLS]" : "query: all patches (mean)";
     $("image-cls").addEventListener("click", () => { state.query = I.prefix ? 0 : null; render(); });
-    const scale = Math.max(1, Math.floor(360 / Math.max(I.width, I.height)));
-    for (const c of [$("image-base"), $("image-overlay")]) { c.width = I.width * scale; c.height = I.height * scale; }
+    const scale = Math.max(1, Math.floor(320 / Math.max(I.width, I.height)));
+    for (const c of [$("image-plain"), $("image-base"), $("image-overlay")]) { c.width = I.width * scale; c.height = I.height * scale; }
+    $("image-legend").style.background = "linear-gradient(to right, " + INFERNO.map((c) => "rgb(" + c.join(",") + ")").join(", ") + ")";
     baseImage = new Image();
     baseImage.onload = render;
     baseImage.src = "data:image/png;base64," + I.png;
@@ -684,9 +721,11 @@ _SCRIPT = r"""
     const I = D.image, base = $("image-base"), overlay = $("image-overlay");
     $("image-head").disabled = state.imageLayer === "rollout";
     if (!baseImage || !baseImage.complete) return;
-    const b = base.getContext("2d");
-    b.imageSmoothingEnabled = false;
-    b.drawImage(baseImage, 0, 0, base.width, base.height);
+    for (const canvas of [base, $("image-plain")]) {
+      const b = canvas.getContext("2d");
+      b.imageSmoothingEnabled = false;
+      b.drawImage(baseImage, 0, 0, canvas.width, canvas.height);
+    }
     const w = imageWeights(), low = Math.min(...w), high = Math.max(...w), alpha = Number($("image-alpha").value) / 100;
     const o = overlay.getContext("2d"), cw = overlay.width / I.columns, ch = overlay.height / I.rows;
     o.clearRect(0, 0, overlay.width, overlay.height);
