@@ -61,7 +61,8 @@ class AttentionMapCallback(keras.callbacks.Callback):
         save_arrays: also save the maps as `.npz`.
         max_samples: at most this many samples get their own picture.
         html: also keep one `attention.html` (the attention explorer, see `keras_tfm.explorer`) for the first
-            sample, rewritten at each drawn epoch with an epoch slider over every epoch drawn so far.
+            sample, rewritten at each drawn epoch with an epoch slider over every epoch drawn so far (a run
+            resumed into the same folder keeps the earlier epochs of the page).
 
     Example:
 
@@ -152,11 +153,17 @@ class AttentionMapCallback(keras.callbacks.Callback):
             self._write_html(maps, epoch)
 
     def _write_html(self, maps, epoch):
-        if self._history is None:
+        first = self._history is None
+        if first:
+            image = self.inputs[0] if self.kind == "image" else None
+            patch_embedding = next((l for l in self.model._flatten_layers() if isinstance(l, PatchEmbedding)), None)
+            prefix = None if image is None or patch_embedding is None else int(patch_embedding.class_token)
             self._history = AttentionHistory(tokens=self._explorer_tokens(maps), title=f"{self.model.name}: attention",
-                                             image=self.inputs[0] if self.kind == "image" else None)
+                                             image=image, num_prefix_tokens=prefix)
             self.written.append(self.html_path)
         self._history.add(maps, epoch=epoch)
+        if first:  # a run started again in the same folder: the page keeps the epochs drawn before
+            self._history.resume(self.html_path)
         self._history.save(self.html_path)
 
     def _explorer_tokens(self, maps):

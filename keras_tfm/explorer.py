@@ -25,6 +25,8 @@ about 2.7 MB.
 import base64
 import html
 import json
+import os
+import re
 import struct
 import zlib
 
@@ -239,11 +241,43 @@ class AttentionHistory:
         return _PAGE.replace("{{title}}", title).replace("{{style}}", _STYLE).replace(
             "{{script}}", _SCRIPT).replace("{{data}}", data)
 
+    def resume(self, path):
+        """Puts back the earlier epochs of the page at `path` (a run interrupted and started again), when that page
+        shows the same layers, labels and image as this history's first snapshot; epochs from this history's
+        first one on are left out (they are drawn again). Returns how many snapshots were taken."""
+        if not self.snapshots or not os.path.exists(path):
+            return 0
+        with open(path, encoding="utf-8") as file:
+            found = re.search(_DATA_BLOCK, file.read(), re.S)
+        if found is None:
+            return 0
+        old = json.loads(found.group(1))
+        if old.get("layers") != self.layers or old.get("image") != self._image_info:
+            return 0  # another model, sample or image: start afresh
+        earlier = [i for i, epoch in enumerate(old["epochs"]) if _before(epoch, self.epochs[0])]
+        shapes = [(layer["heads"], len(layer["queries"]), len(layer["keys"])) for layer in self.layers]
+        snapshots = [[np.frombuffer(base64.b64decode(m), dtype="uint8").reshape(shape)
+                      for m, shape in zip(old["maps"][i], shapes)] for i in earlier]
+        self.snapshots[:0] = snapshots
+        self.epochs[:0] = [old["epochs"][i] for i in earlier]
+        return len(earlier)
+
     def save(self, path):
         """Writes the page to `path` (UTF-8) and returns the path."""
         with open(path, "w", encoding="utf-8") as file:
             file.write(self.html())
         return path
+
+
+def _before(label, epoch):
+    """Whether the stored epoch label comes before `epoch` (labels that are not numbers never do)."""
+    try:
+        return float(label) < float(epoch)
+    except (TypeError, ValueError):
+        return False
+
+
+_DATA_BLOCK = r'<script id="explorer-data" type="application/json">(.*?)</script>'
 
 
 def attention_html(maps, tokens=None, image=None, title=None, *, epochs=None, sample=0, num_prefix_tokens=None):
@@ -712,7 +746,8 @@ _SCRIPT = r"""
     } else {
       const j = Number(state.imageLayer);
       full = state.query === null
-        ? [...Array(patches).keys()].map((p) => row(e, j, state.imageHead, I.prefix + p)).reduce((s, r) => s.map((v, k) => v + r[k] / patches))
+        ? [...Array(patches).keys()].map((p) => row(e, j, state.imageHead, I.prefix + p))
+            .reduce((s, r) => s.map((v, k) => v + r[k] / patches), new Float64Array(D.layers[j].keys.length))
         : row(e, j, state.imageHead, state.query);
     }
     return Array.from(full).slice(I.prefix);

@@ -191,6 +191,30 @@ def test_callback_keeps_one_page_with_every_drawn_epoch(tmp_path):
     assert (data["image"]["rows"], data["image"]["columns"], data["image"]["prefix"]) == (2, 2, 1)
 
 
+def test_a_resumed_run_keeps_the_earlier_epochs_of_the_page(tmp_path):
+    keras.utils.set_random_seed(10)
+    model = TextClassifier(vocab_size=12, max_length=6, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    ids = padded_ids([4], 6, 12)
+
+    def draw(epochs, on=model):
+        callback = AttentionMapCallback(ids, output_dir=tmp_path, html=True)
+        callback.set_model(on)
+        for epoch in epochs:
+            if epoch == 2:
+                on.layers[-1].kernel.assign(on.layers[-1].kernel * 2)  # any change; the maps stay the same
+            callback.draw(epoch)
+        return page_data(open(callback.html_path, encoding="utf-8").read())
+
+    first = draw([1, 2])
+    assert first["epochs"] == ["1", "2"]
+    resumed = draw([3])  # killed after epoch 2, started again: epoch 3 is added to the same page
+    assert resumed["epochs"] == ["1", "2", "3"] and resumed["maps"][:2] == first["maps"]
+    assert draw([2])["epochs"] == ["1", "2"]  # resumed from epoch 1: epoch 2 is drawn anew, not twice
+    assert draw([1])["epochs"] == ["1"]  # a new run in the same folder starts a new page
+    other = TextClassifier(vocab_size=12, max_length=6, dim=16, depth=2, num_heads=2, mlp_dim=32)
+    assert draw([5], on=other)["epochs"] == ["5"]  # another model: nothing of the old page is kept
+
+
 # ---- in a real browser ------------------------------------------------------------------------------------------
 
 
@@ -325,6 +349,24 @@ def test_image_view_overlay_follows_head_patch_and_rollout(browser, vit_case, tm
     weights, _ = overlay_state(page)
     assert np.abs(weights - last[1, 1 + 4 + 2, 1:]).max() <= SHOWN  # that patch's row
     assert "patch 6 (row 1, column 2)" in page.inner_text("#image-readout")
+    assert page.errors == []
+
+
+def test_image_view_without_class_token_averages_over_the_patches(browser, tmp_path):
+    keras.utils.set_random_seed(11)
+    model = sharpen(ViT(image_size=8, patch_size=2, num_classes=2, dim=16, depth=1, num_heads=2, mlp_dim=32,
+                        pool="gap", dropout=0.0))
+    image = np.random.default_rng(1).integers(0, 256, (8, 8, 3)).astype("uint8")
+    maps = attention_maps(model, image[None])
+    page = browser.open(attention_html(maps, image=image), tmp_path / "gap.html")
+    assert page.inner_text("#image-cls") == "query: all patches (mean)"
+    page.select_option("#image-layer", "0")
+    page.select_option("#image-head", "1")
+    weights, _ = overlay_state(page)
+    assert np.abs(weights - maps["block_0"][0, 1].mean(0)).max() <= SHOWN  # 16 patches, no prefix token
+    page.select_option("#image-layer", "rollout")
+    weights, _ = overlay_state(page)
+    assert np.abs(weights - visualize.attention_rollout(maps)[0].mean(0)).max() <= 2 * SHOWN
     assert page.errors == []
 
 
