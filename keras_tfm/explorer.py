@@ -326,9 +326,19 @@ def save_attention_html(path, maps, **kwargs):
 
 
 def show_attention(maps, height=720, **kwargs):
-    """Shows the explorer inline in Jupyter (in an isolated iframe); arguments as for `attention_html`.
+    """Shows the explorer inline in Jupyter, in an iframe that keeps its script and styles apart from the notebook.
 
-    Needs IPython (imported here only, never by keras_tfm itself).
+    Args:
+        maps: as for `attention_html`.
+        height: height of the frame in pixels.
+        **kwargs: `tokens`, `image`, `title`, `epochs`, `sample`, `num_prefix_tokens`, as for `attention_html`.
+
+    Raises:
+        ImportError: without IPython (imported here only, never when keras_tfm is imported).
+
+    Example:
+
+    >>> show_attention(keras_tfm.attention_maps(model, ids[:1]), tokens=words)  # doctest: +SKIP
     """
     try:
         from IPython.display import HTML, display
