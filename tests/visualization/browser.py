@@ -38,7 +38,7 @@ class Browser:
         self._browser.close()
         self._playwright.stop()
 
-    def open(self, html, path, width=1100, height=800):
+    def open(self, html, path, width=1100, height=800, ready="window.explorer !== undefined"):
         with open(path, "w", encoding="utf-8") as file:
             file.write(html)
         page = self._browser.new_page(viewport={"width": width, "height": height})
@@ -46,7 +46,8 @@ class Browser:
         page.on("console", lambda message: page.errors.append(message.text) if message.type == "error" else None)
         page.on("pageerror", lambda error: page.errors.append(str(error)))
         page.goto(f"file://{os.path.abspath(path)}")
-        page.wait_for_function("window.explorer !== undefined")
+        if ready:  # the explorer's script has run
+            page.wait_for_function(ready)
         return page
 
 

@@ -370,6 +370,22 @@ def test_image_view_without_class_token_averages_over_the_patches(browser, tmp_p
     assert page.errors == []
 
 
+def test_show_attention_frame_runs_the_page(browser, monkeypatch, text_case, tmp_path):
+    maps, tokens = text_case
+    shown = []
+    display = types.SimpleNamespace(HTML=lambda text: text, display=shown.append)
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(display=display))
+    monkeypatch.setitem(sys.modules, "IPython.display", display)
+    show_attention(maps, tokens=tokens)
+    page = browser.open(f"<!DOCTYPE html><html><body>{shown[0]}</body></html>", tmp_path / "notebook.html",
+                        ready=None)
+    frame = page.frame_locator("iframe")
+    frame.locator("text.query-token").first.wait_for()
+    assert frame.locator("text.query-token").count() == len(tokens)
+    assert frame.locator("#head-toggles .toggle").count() == 3
+    assert page.errors == []
+
+
 def test_screenshots_are_not_blank(browser, text_case, vit_case, tmp_path):
     maps, tokens = text_case
     page = browser.open(attention_html(maps, tokens=tokens), tmp_path / "shots.html")
