@@ -13,6 +13,7 @@ attention at every epoch with `AttentionMapCallback(html=True)`, opens the pages
 
 import argparse
 import os
+import pathlib
 
 import keras
 import numpy as np
@@ -88,7 +89,7 @@ def main(argv=None):
     image_page, layer, head = two_squares_page(args.work_dir)
     os.makedirs(args.output_dir, exist_ok=True)
     with Browser() as browser:
-        page = browser.open(open(text_page, encoding="utf-8").read(), os.path.join(args.work_dir, "text.html"),
+        page = browser.open(pathlib.Path(text_page).read_text(encoding="utf-8"), os.path.join(args.work_dir, "text.html"),
                             width=1000, height=560)
         last_cross = page.eval_on_selector_all("#head-layer option", "o => o.map(x => x.textContent)").index(
             "decoder_block_1/cross_attention")
@@ -98,7 +99,7 @@ def main(argv=None):
         page.set_viewport_size({"width": 1150, "height": 700})
         page.click(f"canvas.thumb[data-layer='{last_cross}'][data-head='0']")
         page.screenshot(path=os.path.join(args.output_dir, "explorer_model_view.png"))
-        page = browser.open(open(image_page, encoding="utf-8").read(), os.path.join(args.work_dir, "image.html"),
+        page = browser.open(pathlib.Path(image_page).read_text(encoding="utf-8"), os.path.join(args.work_dir, "image.html"),
                             width=1000, height=560)
         page.select_option("#image-layer", str(layer))
         page.select_option("#image-head", str(head))

@@ -3,6 +3,7 @@
 import base64
 import json
 import os
+import pathlib
 import re
 import sys
 import types
@@ -155,7 +156,7 @@ def test_bad_input_is_named():
 def test_save_attention_html_writes_the_page(tmp_path, text_case):
     maps, tokens = text_case
     path = save_attention_html(tmp_path / "a.html", maps, tokens=tokens)
-    assert page_data(open(path, encoding="utf-8").read())["layers"][0]["queries"] == tokens
+    assert page_data(pathlib.Path(path).read_text(encoding="utf-8"))["layers"][0]["queries"] == tokens
 
 
 def test_show_attention_uses_ipython_only_when_there(monkeypatch, text_case):
@@ -186,7 +187,7 @@ def test_callback_keeps_one_page_with_every_drawn_epoch(tmp_path):
     model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.fit(x, np.arange(8) % 2, epochs=2, batch_size=4, verbose=0, callbacks=[callback])
     assert callback.written.count(callback.html_path) == 1 and callback.html_path == str(tmp_path / "attention.html")
-    data = page_data(open(callback.html_path, encoding="utf-8").read())
+    data = page_data(pathlib.Path(callback.html_path).read_text(encoding="utf-8"))
     assert data["epochs"] == ["1", "2"] and data["views"] == ["image", "model"]
     assert (data["image"]["rows"], data["image"]["columns"], data["image"]["prefix"]) == (2, 2, 1)
 
@@ -203,7 +204,7 @@ def test_a_resumed_run_keeps_the_earlier_epochs_of_the_page(tmp_path):
             if epoch == 2:
                 on.layers[-1].kernel.assign(on.layers[-1].kernel * 2)  # any change; the maps stay the same
             callback.draw(epoch)
-        return page_data(open(callback.html_path, encoding="utf-8").read())
+        return page_data(pathlib.Path(callback.html_path).read_text(encoding="utf-8"))
 
     first = draw([1, 2])
     assert first["epochs"] == ["1", "2"]
@@ -284,7 +285,7 @@ def test_epoch_slider_switches_to_that_epochs_weights(browser, tmp_path):
     model.fit(ids, labels, epochs=3, batch_size=16, verbose=0, callbacks=[callback, recorder])
     assert np.abs(truth[0] - truth[2]).max() > 5 * SHOWN  # training moved the attention
 
-    page = browser.open(open(callback.html_path, encoding="utf-8").read(), tmp_path / "epochs.html")
+    page = browser.open(pathlib.Path(callback.html_path).read_text(encoding="utf-8"), tmp_path / "epochs.html")
     assert page.inner_text("#epoch-label") == "epoch 3"  # opens on the latest epoch
     slider = page.locator("#epoch")
     seen = {}
