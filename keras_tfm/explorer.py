@@ -121,7 +121,7 @@ class AttentionHistory:
 
     Example:
 
-    >>> history = AttentionHistory(tokens=words)
+    >>> history = AttentionHistory(tokens=words)  # doctest: +SKIP
     >>> history.add(attention_maps(model, ids[:1]), epoch=1)  # doctest: +SKIP
     >>> history.save("attention.html")  # doctest: +SKIP
     """
