@@ -7,6 +7,7 @@ import numpy as np
 
 from keras_tfm import visualize
 from keras_tfm.attention_probe import attention_maps, iter_layers
+from keras_tfm.explorer import AttentionHistory
 from keras_tfm.layers import PatchEmbedding, TokenEmbedding
 
 KINDS = ("auto", "image", "text", "seq2seq")
@@ -60,6 +61,9 @@ class AttentionMapCallback(keras.callbacks.Callback):
         log_dir: if given, also write TensorBoard image summaries there.
         save_arrays: also save the maps as `.npz`.
         max_samples: at most this many samples get their own picture.
+        html: also keep one `attention.html` (the attention explorer, see `keras_tfm.explorer`) for the first
+            sample, rewritten at each drawn epoch with an epoch slider over every epoch drawn so far (a run
+            resumed into the same folder keeps the earlier epochs of the page).
 
     Example:
 
@@ -78,6 +82,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
         log_dir=None,
         save_arrays=False,
         max_samples=4,
+        html=False,
     ):
         super().__init__()
         if kind not in KINDS:
@@ -93,6 +98,9 @@ class AttentionMapCallback(keras.callbacks.Callback):
         self.log_dir = log_dir
         self.save_arrays = save_arrays
         self.max_samples = max_samples
+        self.html = html
+        self.html_path = os.path.join(output_dir, "attention.html") if html else None
+        self._history = None  # the quantised maps of every drawn epoch, for the explorer page
         self.written = []  # every file written, in order
         self._writer = None
 
@@ -158,6 +166,34 @@ class AttentionMapCallback(keras.callbacks.Callback):
             path = os.path.join(self.output_dir, f"{prefix}_attention.npz")
             np.savez(path, names=np.array(names), **self._bertviz_arrays(maps))
             self.written.append(path)
+        if self.html:
+            self._write_html(maps, epoch)
+
+    def _write_html(self, maps, epoch):
+        first = self._history is None
+        if first:
+            image = self.inputs[0] if self.kind == "image" else None
+            patch_embedding = next((l for l in self.model._flatten_layers() if isinstance(l, PatchEmbedding)), None)
+            prefix = None if image is None or patch_embedding is None else int(patch_embedding.class_token)
+            self._history = AttentionHistory(tokens=self._explorer_tokens(maps), title=f"{self.model.name}: attention",
+                                             image=image, num_prefix_tokens=prefix)
+            self.written.append(self.html_path)
+        self._history.add(maps, epoch=epoch)
+        if first:  # a run started again in the same folder: the page keeps the epochs drawn before
+            self._history.resume(self.html_path)
+        self._history.save(self.html_path)
+
+    def _explorer_tokens(self, maps):
+        """The first sample's token labels as the page wants them (None for images: positions are numbered)."""
+        if self.kind == "seq2seq":
+            source, target = (self.tokens if isinstance(self.tokens, tuple) and len(self.tokens) == 2
+                              else (self.tokens, self.tokens))
+            return _token_strings(self.inputs[0][0], source), _token_strings(self.inputs[1][0], target)
+        if self.kind == "text":
+            words = _token_strings(self.inputs[0], self.tokens)
+            has_class_token = list(maps.values())[0].shape[-1] == self.inputs.shape[1] + 1
+            return ["[CLS]"] + words if has_class_token else words
+        return None
 
     def _head_tokens(self, name, weights):
         """`(query_tokens, key_tokens)` of the first sample in the map `name`: its real tokens (with "[CLS]" where

@@ -4,11 +4,14 @@ matrices, positional-encoding plots, and mean attention distance.
 The math (`attention_rollout`, `mean_attention_distance`, `cosine_similarity`) is plain NumPy; the `plot_*`
 functions return matplotlib Figures made without pyplot (headless, nothing to close) that you can
 `fig.savefig("x.png")` or show in a notebook. Attention maps come from `keras_tfm.attention_maps`.
+`attention_html`, `save_attention_html` and `show_attention` (from `keras_tfm.explorer`) make the interactive page.
 """
 
 import math
 
 import numpy as np
+
+from keras_tfm.explorer import attention_html, save_attention_html, show_attention  # noqa: F401  (the HTML explorer)
 
 HEAD_FUSIONS = ("mean", "max", "min")
 

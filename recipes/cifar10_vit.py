@@ -153,7 +153,7 @@ def main(argv=None, extra_callbacks=()):
     # Train, drawing the attention rollout of four fixed test images ten times over the run.
     sample = np.asarray(cifar10.resize(test_images[:4], args.image_size))
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), kind="image",
-                                     class_names=class_names, every_n_epochs=max(1, args.epochs // 10))]
+                                     class_names=class_names, every_n_epochs=max(1, args.epochs // 10), html=True)]
     extra = (pictures if args.attention_maps else []) + list(extra_callbacks)
     callbacks = common.standard_callbacks(output_dir, extra)
     fit_started = time.time()
@@ -181,6 +181,8 @@ def main(argv=None, extra_callbacks=()):
 
     summary = common.finish(model, output_dir, args, metrics, started)
     print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")
+    if args.attention_maps:
+        print(f"attention explorer (open in a browser): {pictures[0].html_path}")
     return summary
 
 

@@ -112,7 +112,7 @@ def main(argv=None, extra_callbacks=()):
     # Train, drawing which words the model attends to in a few short test reviews at every epoch.
     sample = _short_reviews(x_test, y_test, per_class=2)
     pictures = [AttentionMapCallback(x_test[sample], os.path.join(output_dir, "attention"), kind="text",
-                                     tokens=vocabulary, class_names=SENTIMENTS)]
+                                     tokens=vocabulary, class_names=SENTIMENTS, html=True)]
     callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
     model.fit(x_train, y_train_onehot, batch_size=args.batch_size, epochs=args.epochs,
               validation_data=(x_test, y_test_onehot), callbacks=callbacks, verbose=common.fit_verbosity())
@@ -145,6 +145,8 @@ def main(argv=None, extra_callbacks=()):
 
     summary = common.finish(model, output_dir, args, metrics, started)
     print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")
+    if args.attention_maps:
+        print(f"attention explorer (open in a browser): {pictures[0].html_path}")
     return summary
 
 

@@ -75,7 +75,8 @@ def main(argv=None, extra_callbacks=()):
 
     # Train, drawing the cross-attention of a few held-out strings at every epoch.
     sample = (x_test[:1], y_test[:1, :-1])  # one held-out string, drawn at every epoch
-    pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), tokens=digits.VOCABULARY)]
+    pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), tokens=digits.VOCABULARY,
+                                     html=True)]
     callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
     model.fit((x_train, y_train[:, :-1]), y_train[:, 1:], batch_size=args.batch_size, epochs=args.epochs,
               validation_data=((x_test, y_test[:, :-1]), y_test[:, 1:]), callbacks=callbacks, verbose=common.fit_verbosity())
@@ -101,6 +102,8 @@ def main(argv=None, extra_callbacks=()):
 
     summary = common.finish(model, output_dir, args, metrics, started)
     print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")
+    if args.attention_maps:
+        print(f"attention explorer (open in a browser): {pictures[0].html_path}")
     return summary
 
 

@@ -162,7 +162,8 @@ def main(argv=None, extra_callbacks=()):
     pieces = [target_tokenizer.id_to_piece(i) for i in range(target_tokenizer.vocab_size)]
     source_pieces = [source_tokenizer.id_to_piece(i) for i in range(source_tokenizer.vocab_size)]
     sample = (x_valid[:1, : int((x_valid[0] > 0).sum())], y_valid[:1, : int((y_valid[0] > 0).sum()) - 1])
-    pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), tokens=(source_pieces, pieces))]
+    pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), tokens=(source_pieces, pieces),
+                                     html=True)]
     callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
     model.fit(translation.make_dataset(x_train, y_train, args.batch_size, shuffle=True, seed=args.seed),  # shuffled there
               validation_data=translation.make_dataset(x_valid, y_valid, args.batch_size),
@@ -197,6 +198,8 @@ def main(argv=None, extra_callbacks=()):
     translator.save(os.path.join(output_dir, "translator"))
     summary = common.finish(model, output_dir, args, metrics, started, extra={"bleu_signature": signature})
     print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")
+    if args.attention_maps:
+        print(f"attention explorer (open in a browser): {pictures[0].html_path}")
     return summary
 
 

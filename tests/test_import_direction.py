@@ -11,14 +11,15 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_tfm"
 
-# Each part of keras_tfm and the parts it may import. "insight" = attention_probe, visualize, callbacks.
+# Each part of keras_tfm and the parts it may import. "insight" = attention_probe, explorer, visualize, callbacks.
 ALLOWED = {
     "layers": {"layers"},
     "metrics": set(),
     "models": {"layers", "metrics", "models"},
     "attention_probe": {"layers"},
-    "visualize": set(),
-    "callbacks": {"layers", "attention_probe", "visualize"},
+    "explorer": set(),
+    "visualize": {"explorer"},
+    "callbacks": {"layers", "attention_probe", "visualize", "explorer"},
     "text": {"layers", "models", "attention_probe", "text", "data"},  # data: the IMDB standardiser
     "data": {"data"},
     "__init__": {"layers", "metrics", "models", "attention_probe", "visualize", "callbacks", "text", "data"},

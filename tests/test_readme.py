@@ -40,6 +40,22 @@ images = np.random.default_rng(0).integers(0, 256, (8, 32, 32, 3)).astype("uint8
 x_train, y_train, x_test = images, np.arange(8) % 3, images
 """,
 }
+SETUP["sentence pair (source_ids, target_ids)"] = """
+import numpy as np
+from keras_tfm.data import digits
+from keras_tfm.models import Seq2SeqTransformer, ViT
+model = Seq2SeqTransformer.from_preset("tiny", source_vocab_size=digits.VOCAB_SIZE,
+                                       target_vocab_size=digits.VOCAB_SIZE, max_length=12)
+model.compile_for_training()
+source, target = digits.make_dataset(64, 6, "reverse")
+x, y = (source, target[:, :-1]), target[:, 1:]
+source_ids, target_ids = source[:1], target[:1, :-1]
+source_words = [digits.VOCABULARY[t] for t in source_ids[0] if t]
+target_words = [digits.VOCABULARY[t] for t in target_ids[0] if t]
+source_ids, target_ids = source_ids[:, :len(source_words)], target_ids[:, :len(target_words)]
+vit = ViT.from_preset("tiny", num_classes=3)
+image = np.random.default_rng(0).integers(0, 256, (32, 32, 3)).astype("uint8")
+"""
 SHRINK = {"vocab_size=8000": "vocab_size=320", "make_dataset(2000,": "make_dataset(200,", "epochs=5": "epochs=1"}
 
 

@@ -23,13 +23,15 @@ def test_quick_run_on_an_image_folder_writes_every_promised_file(tmp_path, capsy
     attention = os.listdir(run / "attention")
     assert {f"epoch_001_rollout_{i}.png" for i in range(4)} <= set(attention)
     assert any(name.endswith("_heads.png") for name in attention)
+    assert '"views":["image","model"]' in (run / "attention" / "attention.html").read_text()
     with open(run / "history.csv") as file:
         assert len(list(csv.DictReader(file))) == 1  # --quick: one epoch
     with open(run / "summary.json") as file:
         assert json.load(file)["metrics"] == summary["metrics"]
     assert 0.0 <= summary["metrics"]["test_accuracy"] <= 1.0
     assert summary["flags"]["preset"] == "tiny"
-    assert "test accuracy" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "test accuracy" in out and f"(open in a browser): {run / 'attention' / 'attention.html'}" in out
 
 
 def test_no_data_prints_how_to_provide_it_and_exits_with_status_2(tmp_path, capsys):

@@ -19,6 +19,8 @@ def test_quick_run_learns_writes_every_promised_file_and_is_never_overwritten(tm
     for name in ("model.keras", "checkpoint.keras", "history.csv", "curves.png", "summary.json", "alignment.png"):
         assert os.path.getsize(tmp_path / name) > 0, name
     assert any(name.endswith("_alignment_0.png") for name in os.listdir(tmp_path / "attention"))
+    explorer = tmp_path / "attention" / "attention.html"  # one page, both epochs on its slider
+    assert '"epochs":["1","2"]' in explorer.read_text() and f"(open in a browser): {explorer}" in capsys.readouterr().out
     saved = json.loads((tmp_path / "summary.json").read_text())
     assert saved["metrics"] == summary["metrics"] and 0.0 <= saved["metrics"]["exact_match_greedy"] <= 1.0
     assert saved["flags"]["quick"] is True and saved["wall_time_seconds"] > 0

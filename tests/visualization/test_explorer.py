@@ -1,0 +1,403 @@
+"""The attention explorer: the page's data (Python) and what a real browser shows (headless Chromium)."""
+
+import base64
+import json
+import os
+import pathlib
+import re
+import sys
+import types
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tfm import visualize
+from keras_tfm.attention_probe import attention_maps
+from keras_tfm.callbacks import AttentionMapCallback
+from keras_tfm.data import digits
+from keras_tfm.explorer import AttentionHistory, attention_html, save_attention_html, show_attention
+from keras_tfm.models import TextClassifier, ViT
+from tests.helpers import padded_ids, reverse_digits, small_reverser
+from tests.visualization.browser import Browser, png_pixels, why_no_browser
+
+QUANTISATION = 1 / 510 + 1e-6  # 8 bits: round(w * 255) / 255 is within half a level of w
+SHOWN = 1e-2  # what the issue allows between a shown weight and the model's
+
+
+def page_data(page):
+    """The JSON the page's script reads."""
+    found = re.search(r'<script id="explorer-data" type="application/json">(.*?)</script>', page, re.S)
+    return json.loads(found.group(1))
+
+
+def stored_weights(data, epoch, layer):
+    """Dequantised `(heads, q, k)` weights of one layer and epoch, as the page's script decodes them."""
+    info = data["layers"][layer]
+    raw = np.frombuffer(base64.b64decode(data["maps"][epoch][layer]), dtype="uint8")
+    return raw.reshape(info["heads"], len(info["queries"]), len(info["keys"])) / data["levels"]
+
+
+# ---- tiny real models --------------------------------------------------------------------------------------------
+
+
+def sharpen(model, factor=4.0):
+    """Scales the query and key projections: a fresh model's near-uniform attention becomes peaked and differs
+    between heads and rows, so that a view showing the wrong row or head would be caught."""
+    for layer in model._flatten_layers():
+        if layer.name in ("query", "key"):
+            layer.kernel.assign(layer.kernel * factor)
+    return model
+
+
+@pytest.fixture(scope="module")
+def text_case():
+    """A TextClassifier ([CLS] + 5 words + 3 padding) and its maps; tokens include markup that must stay text."""
+    keras.utils.set_random_seed(5)
+    model = sharpen(TextClassifier(vocab_size=12, max_length=8, dim=18, depth=2, num_heads=3, mlp_dim=32, dropout=0.0))
+    ids = padded_ids([5], 8, 12, seed=1)
+    words = ["the", "</script><b>film</b>", "was", "not", "bad"]
+    return attention_maps(model, ids), ["[CLS]"] + words
+
+
+@pytest.fixture(scope="module")
+def seq2seq_case():
+    keras.utils.set_random_seed(6)
+    source, target = reverse_digits(2, seed=3)
+    model = sharpen(small_reverser())
+    maps = attention_maps(model, (source, target[:, :-1]))
+    tokens = ([digits.VOCABULARY[t] for t in source[0] if t], [digits.VOCABULARY[t] for t in target[0, :-1] if t])
+    return maps, tokens
+
+
+@pytest.fixture(scope="module")
+def vit_case():
+    keras.utils.set_random_seed(7)
+    model = sharpen(ViT(image_size=8, patch_size=2, num_classes=3, dim=16, depth=2, num_heads=2, mlp_dim=32,
+                        dropout=0.0))
+    image = np.random.default_rng(0).integers(0, 256, (8, 8, 3)).astype("uint8")
+    return attention_maps(model, image[None]), image
+
+
+@pytest.fixture(scope="module")
+def browser():
+    reason = why_no_browser()
+    if reason and os.environ.get("KERAS_TFM_REQUIRE_BROWSER"):  # CI (.ci/run) installs the browser: must run
+        pytest.fail(reason)
+    if reason:
+        pytest.skip(reason)
+    with Browser() as running:
+        yield running
+
+
+# ---- the page's data (no browser) ---------------------------------------------------------------------------------
+
+
+def test_page_is_one_offline_file_with_weights_within_half_a_level(text_case):
+    maps, tokens = text_case
+    page = attention_html(maps, tokens=tokens, title="review")
+    assert "<script src" not in page and "<link" not in page and "@import" not in page
+    assert set(re.findall(r"https?://[^\"' ]+", page)) == {"http://www.w3.org/2000/svg"}  # SVG's namespace name only
+    assert "</script><b>film" not in page  # a token cannot end the data block
+    data = page_data(page)
+    assert [layer["name"] for layer in data["layers"]] == list(maps)
+    for j, m in enumerate(maps.values()):
+        assert data["layers"][j]["queries"] == tokens and data["layers"][j]["keys"] == tokens
+        stored = stored_weights(data, 0, j)
+        assert stored.shape == (3, 6, 6)  # the padding rows and columns are left out
+        assert np.abs(stored - m[0, :, :6, :6]).max() <= QUANTISATION
+
+
+def test_seq2seq_layers_get_source_and_target_labels(seq2seq_case):
+    maps, (source, target) = seq2seq_case
+    data = page_data(attention_html(maps, tokens=(source, target)))
+    for layer in data["layers"]:
+        name = layer["name"]
+        expected = ((target, source) if name.endswith("cross_attention") else
+                    (target, target) if name.endswith("self_attention") else (source, source))
+        assert (layer["queries"], layer["keys"]) == expected, name
+
+
+def test_history_keeps_every_epoch_and_the_size_stays_small():
+    rng = np.random.default_rng(0)
+    history = AttentionHistory(title="6 layers, 8 heads, 65 tokens")
+    snapshots = []
+    for epoch in range(1, 11):
+        maps = {f"block_{j}": rng.dirichlet(np.ones(65), size=(1, 8, 65)).astype("float32") for j in range(6)}
+        snapshots.append(maps)
+        history.add(maps, epoch=epoch)
+    page = history.html()
+    assert history.nbytes == 6 * 8 * 65 * 65 * 10  # one byte per weight and epoch
+    assert len(page.encode()) < 5_000_000
+    data = page_data(page)
+    assert data["epochs"] == [str(e) for e in range(1, 11)]
+    assert np.abs(stored_weights(data, 3, 5) - snapshots[3]["block_5"][0]).max() <= QUANTISATION
+
+
+def test_bad_input_is_named():
+    good = {"block_0": np.full((1, 2, 3, 3), 1 / 3, "float32")}
+    with pytest.raises(TypeError, match="`maps` must be"):
+        attention_html(5)
+    with pytest.raises(ValueError, match="`tokens` has 4 query labels"):
+        attention_html(good, tokens=["a", "b", "c", "d"])
+    with pytest.raises(ValueError, match="`sample` \\(3\\) is out of range"):
+        attention_html(good, sample=3)
+    with pytest.raises(ValueError, match="shape \\(2, 3\\)"):
+        attention_html({"x": np.ones((2, 3))})
+    with pytest.raises(ValueError, match="patch grid"):
+        attention_html(good, image=np.zeros((4, 4, 3)))  # 3 tokens are no grid of a square image
+    with pytest.raises(ValueError, match="`epochs`"):
+        attention_html(good, epochs=[1, 2])
+    history = AttentionHistory().add(good)
+    with pytest.raises(ValueError, match="layers and heads of the first"):
+        history.add({"block_0": np.full((1, 3, 3, 3), 1 / 3)})
+
+
+def test_save_attention_html_writes_the_page(tmp_path, text_case):
+    maps, tokens = text_case
+    path = save_attention_html(tmp_path / "a.html", maps, tokens=tokens)
+    assert page_data(pathlib.Path(path).read_text(encoding="utf-8"))["layers"][0]["queries"] == tokens
+
+
+def test_show_attention_uses_ipython_only_when_there(monkeypatch, text_case):
+    maps, tokens = text_case
+    shown = []
+    display = types.ModuleType("IPython.display")
+    display.HTML = lambda text: ("HTML", text)
+    display.display = shown.append
+    ipython = types.ModuleType("IPython")
+    ipython.display = display
+    monkeypatch.setitem(sys.modules, "IPython", ipython)
+    monkeypatch.setitem(sys.modules, "IPython.display", display)
+    show_attention(maps, tokens=tokens)
+    [(kind, frame)] = shown
+    assert kind == "HTML" and frame.startswith("<iframe srcdoc=\"&lt;!DOCTYPE html&gt;")
+    assert "explorer-data" in frame and "<script" not in frame  # the whole page, escaped into the frame
+    monkeypatch.setitem(sys.modules, "IPython", None)  # not installed
+    monkeypatch.setitem(sys.modules, "IPython.display", None)
+    with pytest.raises(ImportError, match="save_attention_html"):
+        show_attention(maps, tokens=tokens)
+
+
+def test_callback_keeps_one_page_with_every_drawn_epoch(tmp_path):
+    keras.utils.set_random_seed(8)
+    model = ViT(image_size=8, patch_size=4, num_classes=2, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    x = np.random.default_rng(1).integers(0, 256, (8, 8, 8, 3)).astype("uint8")
+    callback = AttentionMapCallback(x[:2], output_dir=tmp_path, html=True)
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, np.arange(8) % 2, epochs=2, batch_size=4, verbose=0, callbacks=[callback])
+    assert callback.written.count(callback.html_path) == 1 and callback.html_path == str(tmp_path / "attention.html")
+    data = page_data(pathlib.Path(callback.html_path).read_text(encoding="utf-8"))
+    assert data["epochs"] == ["1", "2"] and data["views"] == ["image", "model"]
+    assert (data["image"]["rows"], data["image"]["columns"], data["image"]["prefix"]) == (2, 2, 1)
+
+
+def test_a_resumed_run_keeps_the_earlier_epochs_of_the_page(tmp_path):
+    keras.utils.set_random_seed(10)
+    model = TextClassifier(vocab_size=12, max_length=6, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    ids = padded_ids([4], 6, 12)
+
+    def draw(epochs, on=model):
+        callback = AttentionMapCallback(ids, output_dir=tmp_path, html=True)
+        callback.set_model(on)
+        for epoch in epochs:
+            if epoch == 2:
+                on.layers[-1].kernel.assign(on.layers[-1].kernel * 2)  # any change; the maps stay the same
+            callback.draw(epoch)
+        return page_data(pathlib.Path(callback.html_path).read_text(encoding="utf-8"))
+
+    first = draw([1, 2])
+    assert first["epochs"] == ["1", "2"]
+    resumed = draw([3])  # killed after epoch 2, started again: epoch 3 is added to the same page
+    assert resumed["epochs"] == ["1", "2", "3"] and resumed["maps"][:2] == first["maps"]
+    assert draw([2])["epochs"] == ["1", "2"]  # resumed from epoch 1: epoch 2 is drawn anew, not twice
+    assert draw([1])["epochs"] == ["1"]  # a new run in the same folder starts a new page
+    other = TextClassifier(vocab_size=12, max_length=6, dim=16, depth=2, num_heads=2, mlp_dim=32)
+    assert draw([5], on=other)["epochs"] == ["5"]  # another model: nothing of the old page is kept
+
+
+# ---- in a real browser ------------------------------------------------------------------------------------------
+
+
+def shown_lines(page):
+    """(head, query, key, weight) of every attention line drawn in the head view."""
+    return page.eval_on_selector_all(
+        "line.attention-line", "lines => lines.map(l => [+l.dataset.head, +l.dataset.query, +l.dataset.key, "
+        "+l.dataset.weight])")
+
+
+def test_head_view_shows_every_layer_head_and_token(browser, seq2seq_case, tmp_path):
+    maps, tokens = seq2seq_case
+    page = browser.open(attention_html(maps, tokens=tokens), tmp_path / "s2s.html")
+    data = page_data(attention_html(maps, tokens=tokens))
+    options = page.eval_on_selector_all("#head-layer option", "options => options.map(o => o.textContent)")
+    assert options == list(maps)  # 2 encoder blocks, 2 decoder blocks x (self, cross)
+    for j, (name, m) in enumerate(maps.items()):
+        page.select_option("#head-layer", str(j))
+        queries = page.eval_on_selector_all("text.query-token", "t => t.map(x => x.textContent)")
+        keys = page.eval_on_selector_all("text.key-token", "t => t.map(x => x.textContent)")
+        assert (queries, keys) == (data["layers"][j]["queries"], data["layers"][j]["keys"]), name
+        assert 0 < len(queries) <= m.shape[2] and 0 < len(keys) <= m.shape[3]
+        assert page.locator("#head-toggles .toggle").count() == m.shape[1]
+        assert {line[0] for line in shown_lines(page)} == set(range(m.shape[1]))  # every head drawn
+    page.click("#tab-model")
+    for j, m in enumerate(maps.values()):
+        assert page.locator(f"canvas.thumb[data-layer='{j}']").count() == m.shape[1]
+    assert page.errors == []
+
+
+def test_hovering_a_token_shows_its_row_and_heads_switch_off(browser, text_case, tmp_path):
+    maps, tokens = text_case
+    page = browser.open(attention_html(maps, tokens=tokens), tmp_path / "text.html")
+    page.select_option("#head-layer", "1")
+    expected = maps["block_1"][0]  # (heads, q, k)
+    assert np.abs(expected[:, :6, :6] - expected[:, 1:2, :6]).max() > 5 * SHOWN  # rows and heads differ
+    assert np.abs(expected[0, :6, :6] - expected[1, :6, :6]).max() > 5 * SHOWN
+    assert page.locator("text.query-token").all_text_contents()[2] == "</script><b>film</b>"  # shown as text
+    for i in range(len(tokens)):
+        page.hover(f"text.query-token[data-index='{i}']")
+        lines = shown_lines(page)
+        assert {line[1] for line in lines} == {i}
+        assert len(lines) == 3 * len(tokens)  # every head, every key: the whole row
+        for head, _, key, shown in lines:
+            assert abs(shown - expected[head, i, key]) <= SHOWN
+    page.hover("text.key-token[data-index='2']")  # a key shows its column
+    lines = shown_lines(page)
+    assert {line[2] for line in lines} == {2}
+    assert all(abs(shown - expected[head, query, 2]) <= SHOWN for head, query, _, shown in lines)
+    page.click("#head-toggles .toggle[data-head='1']")  # switch head 1 off
+    assert {line[0] for line in shown_lines(page)} == {0, 2}
+    page.dblclick("#head-toggles .toggle[data-head='2']")  # only head 2
+    assert {line[0] for line in shown_lines(page)} == {2}
+    assert page.errors == []
+
+
+def test_epoch_slider_switches_to_that_epochs_weights(browser, tmp_path):
+    keras.utils.set_random_seed(9)
+    model = TextClassifier(vocab_size=12, max_length=6, dim=16, depth=1, num_heads=2, mlp_dim=32, dropout=0.0)
+    ids = padded_ids([6] * 32 + [4] * 32, 6, 12, seed=2)
+    labels = (ids[:, 0] > 6).astype("int32")
+    callback = AttentionMapCallback(ids[:1], output_dir=tmp_path, html=True, tokens=[f"w{i}" for i in range(12)])
+    truth = []  # the maps of sample 0 after each epoch, read independently of the callback
+    recorder = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: truth.append(
+        attention_maps(model, ids[:1])["block_0"][0]))
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(ids, labels, epochs=3, batch_size=16, verbose=0, callbacks=[callback, recorder])
+    assert np.abs(truth[0] - truth[2]).max() > 5 * SHOWN  # training moved the attention
+
+    page = browser.open(pathlib.Path(callback.html_path).read_text(encoding="utf-8"), tmp_path / "epochs.html")
+    assert page.inner_text("#epoch-label") == "epoch 3"  # opens on the latest epoch
+    slider = page.locator("#epoch")
+    seen = {}
+    for key, epoch in (("Home", 0), ("ArrowRight", 1), ("End", 2)):
+        slider.press(key)
+        assert page.inner_text("#epoch-label") == f"epoch {epoch + 1}"
+        page.hover("text.query-token[data-index='0']")  # the [CLS] token's row
+        seen[epoch] = {(head, key): shown for head, _, key, shown in shown_lines(page)}
+        for (head, k), shown in seen[epoch].items():
+            assert abs(shown - truth[epoch][head, 0, k]) <= SHOWN
+        page.mouse.move(0, 0)
+    assert max(abs(seen[0][hk] - seen[2][hk]) for hk in seen[0]) > 2 * SHOWN  # what is shown changed with the epoch
+    assert page.errors == []
+
+
+def test_model_view_opens_a_head_large(browser, text_case, tmp_path):
+    maps, tokens = text_case
+    page = browser.open(attention_html(maps, tokens=tokens), tmp_path / "model.html")
+    page.click("#tab-model")
+    assert page.locator("canvas.thumb").count() == 2 * 3
+    assert page.locator("#model-detail").is_hidden()
+    page.click("canvas.thumb[data-layer='1'][data-head='2']")
+    assert page.locator("#model-detail").is_visible()
+    assert page.inner_text("#detail-title").startswith("block_1, head 2")
+    thumb = page.locator("canvas.thumb[data-layer='1'][data-head='2']").bounding_box()
+    large = page.locator("#detail-canvas").bounding_box()
+    assert large["width"] > 4 * thumb["width"]
+    # The weight under the pointer: query 3, key 4 of a 6 x 6 map.
+    page.mouse.move(large["x"] + large["width"] * 4.5 / 6, large["y"] + large["height"] * 3.5 / 6)
+    readout = page.inner_text("#detail-readout")
+    assert readout.startswith("query “was” (3) → key “not” (4)")
+    assert abs(float(readout.rsplit(" ", 1)[1]) - maps["block_1"][0, 2, 3, 4]) <= SHOWN
+    assert page.errors == []
+
+
+def overlay_state(page):
+    page.wait_for_function("document.getElementById('image-overlay').dataset.weights !== undefined")
+    weights = json.loads(page.get_attribute("#image-overlay", "data-weights"))
+    pixels = page.eval_on_selector("#image-overlay", "c => c.toDataURL()")
+    return np.array(weights), pixels
+
+
+def test_image_view_overlay_follows_head_patch_and_rollout(browser, vit_case, tmp_path):
+    maps, image = vit_case
+    page = browser.open(attention_html(maps, image=image), tmp_path / "vit.html")
+    assert page.locator("#tab-image").get_attribute("class") == "active"
+    last = maps["block_1"][0]  # (heads, 17, 17): [CLS] + 4 x 4 patches
+    assert np.abs(last[0, 0, 1:] - last[1, 0, 1:]).max() > 5 * SHOWN  # the two heads do differ
+
+    rollout, rollout_pixels = overlay_state(page)  # default: rollout of the [CLS] token
+    assert np.abs(rollout - visualize.attention_rollout(maps)[0, 0, 1:]).max() <= 2 * SHOWN
+    page.select_option("#image-layer", "1")
+    shown = {}
+    for head in (0, 1):
+        page.select_option("#image-head", str(head))
+        shown[head] = overlay_state(page)
+        assert shown[head][0].shape == (16,)
+        assert np.abs(shown[head][0] - last[head, 0, 1:]).max() <= SHOWN
+    assert shown[0][1] != shown[1][1] and rollout_pixels != shown[0][1]  # the drawn overlay changed with the head
+    box = page.locator("#image-overlay").bounding_box()
+    page.mouse.click(box["x"] + box["width"] * 2.5 / 4, box["y"] + box["height"] * 1.5 / 4)  # row 1, column 2
+    weights, _ = overlay_state(page)
+    assert np.abs(weights - last[1, 1 + 4 + 2, 1:]).max() <= SHOWN  # that patch's row
+    assert "patch 6 (row 1, column 2)" in page.inner_text("#image-readout")
+    assert page.errors == []
+
+
+def test_image_view_without_class_token_averages_over_the_patches(browser, tmp_path):
+    keras.utils.set_random_seed(11)
+    model = sharpen(ViT(image_size=8, patch_size=2, num_classes=2, dim=16, depth=1, num_heads=2, mlp_dim=32,
+                        pool="gap", dropout=0.0))
+    image = np.random.default_rng(1).integers(0, 256, (8, 8, 3)).astype("uint8")
+    maps = attention_maps(model, image[None])
+    page = browser.open(attention_html(maps, image=image), tmp_path / "gap.html")
+    assert page.inner_text("#image-cls") == "query: all patches (mean)"
+    page.select_option("#image-layer", "0")
+    page.select_option("#image-head", "1")
+    weights, _ = overlay_state(page)
+    assert np.abs(weights - maps["block_0"][0, 1].mean(0)).max() <= SHOWN  # 16 patches, no prefix token
+    page.select_option("#image-layer", "rollout")
+    weights, _ = overlay_state(page)
+    assert np.abs(weights - visualize.attention_rollout(maps)[0].mean(0)).max() <= 2 * SHOWN
+    assert page.errors == []
+
+
+def test_show_attention_frame_runs_the_page(browser, monkeypatch, text_case, tmp_path):
+    maps, tokens = text_case
+    shown = []
+    display = types.SimpleNamespace(HTML=lambda text: text, display=shown.append)
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(display=display))
+    monkeypatch.setitem(sys.modules, "IPython.display", display)
+    show_attention(maps, tokens=tokens)
+    page = browser.open(f"<!DOCTYPE html><html><body>{shown[0]}</body></html>", tmp_path / "notebook.html",
+                        ready=None)
+    frame = page.frame_locator("iframe")
+    frame.locator("text.query-token").first.wait_for()
+    assert frame.locator("text.query-token").count() == len(tokens)
+    assert frame.locator("#head-toggles .toggle").count() == 3
+    assert page.errors == []
+
+
+def test_screenshots_are_not_blank(browser, text_case, vit_case, tmp_path):
+    maps, tokens = text_case
+    page = browser.open(attention_html(maps, tokens=tokens), tmp_path / "shots.html")
+    vit_page = browser.open(attention_html(vit_case[0], image=vit_case[1]), tmp_path / "vit_shots.html")
+    for current, view in ((page, "head"), (page, "model"), (vit_page, "image")):
+        current.click(f"#tab-{view}")
+        if view == "model":
+            current.click("canvas.thumb[data-layer='0'][data-head='0']")
+        pixels = png_pixels(current.screenshot())[..., :3]
+        background = np.median(pixels.reshape(-1, 3), axis=0)
+        differs = np.abs(pixels - background).max(-1) > 0.1
+        assert differs.mean() > 0.01, view  # more than a few stray pixels differ from the background
+        assert len(np.unique((pixels * 255).astype("uint8").reshape(-1, 3), axis=0)) > 50, view
+    assert page.errors == [] and vit_page.errors == []
