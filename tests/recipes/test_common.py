@@ -26,6 +26,7 @@ def test_the_recipes_flag_choices_are_the_librarys_names():
     assert imdb_classifier.PRESETS == tuple(sorted(TEXT_CLASSIFIER_PRESETS))
     assert imdb_classifier.POOLS == POOLS
     assert cifar10_vit.PRESETS == tuple(sorted(VIT_PRESETS))
+    assert cifar10_vit.PATCH_SIZES == {name: preset["patch_size"] for name, preset in VIT_PRESETS.items()}
     assert translate.TOKENIZERS == MODEL_TYPES
     assert experiments.EXPERIMENT_NAMES == tuple(experiments.EXPERIMENTS)
 
