@@ -128,7 +128,7 @@ def sample(step, token_ids, cache, start, strategy="greedy", uniform=None, given
         produced tokens (after temperature).
     """
     _checks.one_of("strategy", strategy, ("greedy", "top_k", "top_p"))
-    rows, length = ops.shape(token_ids)[0], token_ids.shape[1]
+    rows, length = ops.shape(token_ids)[0], ops.shape(token_ids)[1]
     given = ops.zeros_like(token_ids, dtype="bool") if given is None else given
 
     def select(logits, index):
@@ -184,7 +184,7 @@ def beam_search(step, token_ids, cache, start, num_beams, given=None, end_id=Non
         `(token_ids, scores)`: each sample's best sequence `(rows, length)` and its normalised score `(rows,)`.
     """
     _checks.positive_int("num_beams", num_beams)
-    batch, length, beams = ops.shape(token_ids)[0], token_ids.shape[1], num_beams
+    batch, length, beams = ops.shape(token_ids)[0], ops.shape(token_ids)[1], num_beams
     rows = batch * beams  # row b * beams + j is beam j of sample b
     given = ops.zeros_like(token_ids, dtype="bool") if given is None else given
     token_ids, cache, given = repeat_rows((token_ids, cache, given), beams)

@@ -24,7 +24,8 @@ from keras_tfm.models.presets import LANGUAGE_MODEL_PRESETS, resolve_preset
 
 # `generate`'s settings, in the order of its compiled-function key, as `_decode` receives them.
 _NEVER = -1e9  # the generation logit of padding
-_DECODE_ARGUMENTS = ("prompt_len", "strategy", "num_beams", "k", "p", "temperature", "length_penalty", "end_id", "use_cache")
+_DECODE_ARGUMENTS = ("prompt_len", "max_new_tokens", "strategy", "num_beams", "k", "p", "temperature",
+                     "length_penalty", "end_id", "use_cache")
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -260,7 +261,7 @@ class TransformerLM(keras.Model):
         positions = np.arange(total)[None, :]
         # Tokens the loop must keep: the prompt, and padding after each row's own `max_new_tokens`.
         given = (positions < lengths[:, None]) | (positions >= lengths[:, None] + max_new_tokens)
-        key = (prompt_len, strategy, num_beams, k, float(p), float(temperature), float(length_penalty), end_id, use_cache)
+        key = (prompt_len, max_new_tokens, strategy, num_beams, k, float(p), float(temperature), float(length_penalty), end_id, use_cache)
         if key not in self._generate_functions:
             self._generate_functions[key] = generation.compile_loop(
                 functools.partial(self._decode, **dict(zip(_DECODE_ARGUMENTS, key))), self.variables
@@ -273,10 +274,10 @@ class TransformerLM(keras.Model):
         tokens = np.asarray(ops.convert_to_numpy(tokens)).astype("int32")
         return (tokens, np.asarray(ops.convert_to_numpy(scores))) if return_scores else tokens
 
-    def _decode(self, token_ids, given, start, uniform, prompt_len, strategy, num_beams, k, p, temperature, length_penalty,
+    def _decode(self, token_ids, given, start, uniform, prompt_len, max_new_tokens, strategy, num_beams, k, p, temperature, length_penalty,
                 end_id, use_cache):
-        """The whole generation, traced once per setting and prompt width."""
-        batch, total = ops.shape(token_ids)[0], token_ids.shape[1]
+        """The whole generation, traced once per setting and size (the cache's size must be static)."""
+        batch, total = ops.shape(token_ids)[0], prompt_len + max_new_tokens
         if use_cache:
             cache = [self.get_layer(f"block_{i}").build_cache(batch, total) for i in range(self.depth)]
             # Prefill: the whole padded prompt in one pass. Slots past a row's last prompt token hold padding
