@@ -54,7 +54,7 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.quick:  # a smoke test of the whole pipeline: a tiny model, a few steps, short samples
         args.preset, args.epochs, args.steps_per_epoch = "tiny", min(args.epochs, 2), min(args.steps_per_epoch, 20)
-        args.sample_tokens, args.num_samples, args.vocab_size = min(args.sample_tokens, 80), 1, min(args.vocab_size, 200)
+        args.sample_tokens, args.num_samples = min(args.sample_tokens, 80), 1
     return args
 
 
