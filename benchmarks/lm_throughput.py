@@ -257,6 +257,10 @@ def main(argv=None):
         generated = args.generate_batch * new_tokens / statistics.median(generate_seconds[name])
         print(f"{name:30s} {models[name][1]:>9,d} {train:>12,.0f} {ours_train / train:>9.2f}x "
               f"{generated:>15,.0f} {ours_generate / generated:>9.2f}x")
+    print("per round, training ms/step | generation ms/sequence (how steady the machine was):")
+    for name in models:
+        print(f"  {name:30s} " + " ".join(f"{1000 * t:.0f}" for t in train_seconds[name]) + " | "
+              + " ".join(f"{1000 * t:.0f}" for t in generate_seconds[name]))
 
 
 if __name__ == "__main__":

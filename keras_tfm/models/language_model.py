@@ -266,7 +266,10 @@ class TransformerLM(keras.Model):
             self._generate_functions[key] = generation.compile_loop(
                 functools.partial(self._decode, **dict(zip(_DECODE_ARGUMENTS, key))), self.variables
             )
-        uniform = keras.random.uniform((total - 1, batch), seed=seed)  # one draw per position and row
+        if strategy in ("top_k", "top_p"):
+            uniform = keras.random.uniform((total - 1, batch), seed=seed)  # one draw per position and row
+        else:  # greedy and beam search draw nothing
+            uniform = np.zeros((total - 1, batch), "float32")
         tokens, scores = self._generate_functions[key](
             ops.convert_to_tensor(token_ids), ops.convert_to_tensor(given), ops.convert_to_tensor(int(lengths.min()) - 1, "int32"),
             uniform,
@@ -280,9 +283,11 @@ class TransformerLM(keras.Model):
         batch, total = ops.shape(token_ids)[0], prompt_len + max_new_tokens
         if use_cache:
             cache = [self.get_layer(f"block_{i}").build_cache(batch, total) for i in range(self.depth)]
-            # Prefill: the whole padded prompt in one pass. Slots past a row's last prompt token hold padding
-            # but are rewritten by the loop (which starts at the shortest prompt's end) before anything reads them.
-            _, cache = self._run_blocks(token_ids[:, :prompt_len], 0, cache)
+            # Prefill: the padded prompt but its last column in one pass (the loop starts at the shortest
+            # prompt's last token, at the latest that column). Slots past a row's own prompt hold padding but are
+            # rewritten by the loop before anything reads them.
+            if prompt_len > 1:
+                _, cache = self._run_blocks(token_ids[:, : prompt_len - 1], 0, cache)
             step = self.step
         else:
             cache, step = (), self._step_without_cache
