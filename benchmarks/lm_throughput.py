@@ -123,8 +123,9 @@ def torch_gpt(args):
                 y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             else:  # write the new keys/values into the cache, attend over positions 0..start + length - 1
                 cache[0][:, :, start : start + length], cache[1][:, :, start : start + length] = k, v
-                y = F.scaled_dot_product_attention(q, cache[0][:, :, : start + length], cache[1][:, :, : start + length],
-                                                   is_causal=length > 1)  # a prompt (from start 0) or one token
+                keys, values = cache[0][:, :, : start + length], cache[1][:, :, : start + length]
+                # causal for a prompt (which starts at 0); one new token sees every cached position
+                y = F.scaled_dot_product_attention(q, keys, values, is_causal=length > 1)
             x = x + self.out(y.transpose(1, 2).reshape(batch, length, args.dim))
             return x + self.mlp(self.norm_2(x))
 
@@ -251,7 +252,8 @@ def main(argv=None):
     ours_name = "keras_tfm.TransformerLM"
     ours_train = args.batch * args.context / statistics.median(train_seconds[ours_name])
     ours_generate = args.generate_batch * new_tokens / statistics.median(generate_seconds[ours_name])
-    print(f"{'model':30s} {'params':>9s} {'train tok/s':>12s} {'ours/this':>10s} {'generate tok/s':>15s} {'ours/this':>10s}")
+    print(f"{'model':30s} {'params':>9s} {'train tok/s':>12s} {'ours/this':>10s} {'generate tok/s':>15s} "
+          f"{'ours/this':>10s}")
     for name in models:
         train = args.batch * args.context / statistics.median(train_seconds[name])
         generated = args.generate_batch * new_tokens / statistics.median(generate_seconds[name])

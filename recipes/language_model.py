@@ -33,7 +33,8 @@ def parse_args(argv):
     parser = common.recipe_parser(__doc__.splitlines()[0], epochs=8, batch_size=12, learning_rate=1e-3)
     parser.set_defaults(warmup_fraction=0.05)  # nanoGPT: 100 warm-up steps of 2,000
     data = parser.add_argument_group("data")
-    data.add_argument("--text-file", default=None, help="a UTF-8 text file (default: tensorflow-datasets tiny_shakespeare)")
+    data.add_argument("--text-file", default=None,
+                      help="a UTF-8 text file (default: tensorflow-datasets tiny_shakespeare)")
     data.add_argument("--data-dir", default=None, help="a prepared tensorflow-datasets folder (no download)")
     data.add_argument("--tokenizer", choices=("char", "subword"), default="char", help="characters or SentencePiece")
     data.add_argument("--vocab-size", type=common.positive_int, default=1000, help="subword vocabulary size")
@@ -153,7 +154,8 @@ def main(argv=None, extra_callbacks=()):
         optimizer = common.adamw(args, steps, beta_2=0.99)
         optimizer.exclude_from_weight_decay(var_names=model.no_weight_decay())
         model.compile_for_training(optimizer=optimizer, jit_compile=args.jit)
-    print(f"TransformerLM '{args.preset}': {model.count_params():,} parameters; {steps} steps of {args.batch_size} x {context}")
+    print(f"TransformerLM '{args.preset}': {model.count_params():,} parameters; "
+          f"{steps} steps of {args.batch_size} x {context} tokens")
 
     training = text_corpus.random_windows(train_ids, context, args.batch_size, seed=args.seed)
     callbacks = common.standard_callbacks(output_dir, list(extra_callbacks))

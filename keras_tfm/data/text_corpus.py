@@ -64,7 +64,9 @@ class CharacterVocabulary:
     def __init__(self, characters):
         characters = list(characters)
         if not characters or any(not isinstance(c, str) or len(c) != 1 for c in characters):
-            raise ValueError(f"`characters` must be a non-empty list of single characters. Received: {characters[:10]!r}")
+            raise ValueError(
+                f"`characters` must be a non-empty list of single characters. Received: {characters[:10]!r}"
+            )
         if len(set(characters)) != len(characters):
             raise ValueError("`characters` must not repeat a character.")
         self.characters = characters
@@ -104,7 +106,9 @@ def split(ids, validation_fraction=0.1):
     """`(train, validation)`: the first `1 - validation_fraction` of the ids and the rest, in file order
     (nanoGPT's split)."""
     if not 0.0 < validation_fraction < 1.0:
-        raise ValueError(f"`validation_fraction` must be in (0, 1). Received: validation_fraction={validation_fraction}")
+        raise ValueError(
+            f"`validation_fraction` must be in (0, 1). Received: validation_fraction={validation_fraction}"
+        )
     cut = int(len(ids) * (1.0 - validation_fraction))
     return ids[:cut], ids[cut:]
 

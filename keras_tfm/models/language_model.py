@@ -234,7 +234,9 @@ class TransformerLM(keras.Model):
         if strategy == "beam" and not use_cache:
             raise ValueError("Beam search always uses the cache: use_cache=False is for greedy and sampling.")
         if end_id is not None and not 0 < end_id < self.vocab_size:
-            raise ValueError(f"`end_id` must be a token id in [1, {self.vocab_size}) or None. Received: end_id={end_id}")
+            raise ValueError(
+                f"`end_id` must be a token id in [1, {self.vocab_size}) or None. Received: end_id={end_id}"
+            )
         prompt_ids = np.asarray(ops.convert_to_numpy(prompt_ids))
         if prompt_ids.ndim != 2 or not np.issubdtype(prompt_ids.dtype, np.integer):
             raise ValueError(
@@ -243,7 +245,8 @@ class TransformerLM(keras.Model):
             )
         lengths = np.sum(prompt_ids != 0, axis=1)  # (batch,)
         if np.any(lengths == 0):
-            raise ValueError(f"Every prompt needs at least one token. Received: empty rows {np.flatnonzero(lengths == 0).tolist()}")
+            empty = np.flatnonzero(lengths == 0).tolist()
+            raise ValueError(f"Every prompt needs at least one token. Received: empty rows {empty} in `prompt_ids`")
         if np.any(np.cumsum(prompt_ids == 0, axis=1)[prompt_ids != 0] > 0):
             raise ValueError("`prompt_ids` must be right-padded: a row's tokens first, then only zeros.")
         if np.any((prompt_ids < 0) | (prompt_ids >= self.vocab_size)):
@@ -261,41 +264,45 @@ class TransformerLM(keras.Model):
         positions = np.arange(total)[None, :]
         # Tokens the loop must keep: the prompt, and padding after each row's own `max_new_tokens`.
         given = (positions < lengths[:, None]) | (positions >= lengths[:, None] + max_new_tokens)
-        key = (prompt_len, max_new_tokens, strategy, num_beams, k, float(p), float(temperature), float(length_penalty), end_id, use_cache)
+        # One compiled loop per setting and size (the cache's size must be static).
+        settings = dict(prompt_len=prompt_len, max_new_tokens=max_new_tokens, strategy=strategy, num_beams=num_beams,
+                        k=k, p=float(p), temperature=float(temperature), length_penalty=float(length_penalty),
+                        end_id=end_id, use_cache=use_cache)
+        key = tuple(settings.values())
         if key not in self._generate_functions:
             self._generate_functions[key] = generation.compile_loop(
-                functools.partial(self._decode, **dict(zip(_DECODE_ARGUMENTS, key))), self.variables
+                functools.partial(self._decode, settings=settings), self.variables
             )
         if strategy in ("top_k", "top_p"):
             uniform = keras.random.uniform((total - 1, batch), seed=seed)  # one draw per position and row
         else:  # greedy and beam search draw nothing
             uniform = np.zeros((total - 1, batch), "float32")
         tokens, scores = self._generate_functions[key](
-            ops.convert_to_tensor(token_ids), ops.convert_to_tensor(given), ops.convert_to_tensor(int(lengths.min()) - 1, "int32"),
-            uniform,
+            ops.convert_to_tensor(token_ids), ops.convert_to_tensor(given),
+            ops.convert_to_tensor(int(lengths.min()) - 1, "int32"), uniform,
         )
         tokens = np.asarray(ops.convert_to_numpy(tokens)).astype("int32")
         return (tokens, np.asarray(ops.convert_to_numpy(scores))) if return_scores else tokens
 
-    def _decode(self, token_ids, given, start, uniform, prompt_len, max_new_tokens, strategy, num_beams, k, p, temperature, length_penalty,
-                end_id, use_cache):
-        """The whole generation, traced once per setting and size (the cache's size must be static)."""
-        batch, total = ops.shape(token_ids)[0], prompt_len + max_new_tokens
-        if use_cache:
+    def _decode(self, token_ids, given, start, uniform, settings):
+        """The whole generation for one `settings` dict (see `generate`): prefill the cache, then a loop."""
+        batch, total = ops.shape(token_ids)[0], settings["prompt_len"] + settings["max_new_tokens"]
+        if settings["use_cache"]:
             cache = [self.get_layer(f"block_{i}").build_cache(batch, total) for i in range(self.depth)]
             # Prefill: the padded prompt but its last column in one pass (the loop starts at the shortest
             # prompt's last token, at the latest that column). Slots past a row's own prompt hold padding but are
             # rewritten by the loop before anything reads them.
-            if prompt_len > 1:
-                _, cache = self._run_blocks(token_ids[:, : prompt_len - 1], 0, cache)
+            if settings["prompt_len"] > 1:
+                _, cache = self._run_blocks(token_ids[:, : settings["prompt_len"] - 1], 0, cache)
             step = self.step
         else:
             cache, step = (), self._step_without_cache
-        if strategy == "beam":
-            return generation.beam_search(step, token_ids, cache, start, num_beams, given=given, end_id=end_id,
-                                          length_penalty=length_penalty, temperature=temperature)
-        return generation.sample(step, token_ids, cache, start, strategy, uniform=uniform, given=given, end_id=end_id,
-                                 k=k, p=p, temperature=temperature)
+        common = dict(given=given, end_id=settings["end_id"], temperature=settings["temperature"])
+        if settings["strategy"] == "beam":
+            return generation.beam_search(step, token_ids, cache, start, settings["num_beams"],
+                                          length_penalty=settings["length_penalty"], **common)
+        return generation.sample(step, token_ids, cache, start, settings["strategy"], uniform=uniform, k=settings["k"],
+                                 p=settings["p"], **common)
 
     def get_config(self):
         return {

@@ -21,9 +21,6 @@ from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentrop
 from keras_tfm.models import generation
 from keras_tfm.models.presets import SEQ2SEQ_PRESETS, resolve_preset
 
-# `generate`'s settings, in the order of its compiled-function key, as `_decode` receives them.
-_DECODE_ARGUMENTS = ("strategy", "max_length", "start_id", "end_id", "num_beams", "k", "p", "temperature",
-                     "length_penalty", "use_cache")
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -214,7 +211,9 @@ class Seq2SeqTransformer(keras.Model):
         y = self.get_layer("target_embedding")(buffer)
         padding = ops.not_equal(buffer, 0)
         for i in range(self.decoder_depth):
-            y = self.get_layer(f"decoder_block_{i}")(y, cache["memory"], mask=padding, context_mask=cache["source_mask"])
+            y = self.get_layer(f"decoder_block_{i}")(
+                y, cache["memory"], mask=padding, context_mask=cache["source_mask"]
+            )
         return ops.take(self._logits(y), index, axis=1), cache  # (rows, vocab)
 
     def generate(
@@ -281,24 +280,27 @@ class Seq2SeqTransformer(keras.Model):
                     f"`{name}` must be a token id in [1, {self.target_vocab_size}). Received: {name}={token}"
                 )
 
-        key = (strategy, max_length, start_id, end_id, num_beams, k, float(p), float(temperature),
-               float(length_penalty), use_cache)
+        # One compiled loop per setting.
+        settings = dict(strategy=strategy, max_length=max_length, start_id=start_id, end_id=end_id,
+                        num_beams=num_beams, k=k, p=float(p), temperature=float(temperature),
+                        length_penalty=float(length_penalty), use_cache=use_cache)
+        key = tuple(settings.values())
         if key not in self._generate_functions:
             self._generate_functions[key] = generation.compile_loop(
-                functools.partial(self._decode, **dict(zip(_DECODE_ARGUMENTS, key))), self.variables
+                functools.partial(self._decode, settings=settings), self.variables
             )
         uniform = keras.random.uniform((max_length, source_ids.shape[0]), seed=seed)  # one draw per step, row
         tokens, scores = self._generate_functions[key](ops.convert_to_tensor(source_ids.astype("int32")), uniform)
         tokens = np.asarray(ops.convert_to_numpy(tokens)).astype("int32")
         return (tokens, np.asarray(ops.convert_to_numpy(scores))) if return_scores else tokens
 
-    def _decode(self, source, uniform, strategy, max_length, start_id, end_id, num_beams, k, p, temperature,
-                length_penalty, use_cache):
-        """The whole generation, traced once per setting: encode once, then a loop of `generation`."""
-        batch = ops.shape(source)[0]
+    def _decode(self, source, uniform, settings):
+        """The whole generation for one `settings` dict (see `generate`): encode once, then a loop of
+        `keras_tfm.models.generation`."""
+        batch, max_length = ops.shape(source)[0], settings["max_length"]
         memory = self.encode(source)  # (batch, source_len, dim)
         cache = {"source_mask": ops.not_equal(source, 0)}  # (batch, source_len)
-        if use_cache:
+        if settings["use_cache"]:
             cache["blocks"] = [self.get_layer(f"decoder_block_{i}").build_cache(batch, max_length, context=memory)
                                for i in range(self.decoder_depth)]
             step = self.step
@@ -307,17 +309,16 @@ class Seq2SeqTransformer(keras.Model):
             step = self._step_without_cache
         # The buffer: the start token, then room for `max_length` generated tokens.
         token_ids = ops.concatenate(
-            [ops.full((batch, 1), start_id, dtype="int32"), ops.zeros((batch, max_length), dtype="int32")], axis=1
+            [ops.full((batch, 1), settings["start_id"], dtype="int32"), ops.zeros((batch, max_length), dtype="int32")],
+            axis=1,
         )
-        if strategy == "beam":
-            token_ids, scores = generation.beam_search(
-                step, token_ids, cache, 0, num_beams, end_id=end_id, length_penalty=length_penalty,
-                temperature=temperature,
-            )
+        common = dict(end_id=settings["end_id"], temperature=settings["temperature"])
+        if settings["strategy"] == "beam":
+            token_ids, scores = generation.beam_search(step, token_ids, cache, 0, settings["num_beams"],
+                                                       length_penalty=settings["length_penalty"], **common)
         else:
-            token_ids, scores = generation.sample(
-                step, token_ids, cache, 0, strategy, uniform=uniform, end_id=end_id, k=k, p=p, temperature=temperature
-            )
+            token_ids, scores = generation.sample(step, token_ids, cache, 0, settings["strategy"], uniform=uniform,
+                                                  k=settings["k"], p=settings["p"], **common)
         return token_ids[:, 1:], scores  # (batch, max_length), (batch,)
 
     def get_config(self):

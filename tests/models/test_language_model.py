@@ -14,7 +14,8 @@ VOCAB = 17
 def small_model(**kwargs):
     """A small random model with a wide-spread token table, so that its greedy choices are clear-cut."""
     keras.utils.set_random_seed(7)
-    model = TransformerLM(**{**dict(vocab_size=VOCAB, dim=32, depth=2, num_heads=4, mlp_dim=64, max_length=24), **kwargs})
+    sizes = dict(vocab_size=VOCAB, dim=32, depth=2, num_heads=4, mlp_dim=64, max_length=24)
+    model = TransformerLM(**{**sizes, **kwargs})
     embedding = model.get_layer("embedding").embeddings
     embedding.assign(np.random.default_rng(0).normal(size=embedding.shape).astype("float32"))
     return model
