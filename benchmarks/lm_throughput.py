@@ -177,10 +177,12 @@ def torch_gpt(args):
 
 
 def timed(function, repeats):
-    start = time.perf_counter()
+    """(wall seconds, process CPU seconds) per call. The CPU time counts every thread of this process and not
+    the time other programs take the cores, so it is the steadier of the two on a shared machine."""
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(repeats):
         function()
-    return (time.perf_counter() - start) / repeats
+    return (time.perf_counter() - start) / repeats, (time.process_time() - cpu_start) / repeats
 
 
 def main(argv=None):
@@ -231,15 +233,19 @@ def main(argv=None):
             train_step(x, y)
             generate(prompt, new_tokens)
 
-    train_seconds = {name: [] for name in models}
-    generate_seconds = {name: [] for name in models}
+    train_seconds, train_cpu = {name: [] for name in models}, {name: [] for name in models}
+    generate_seconds, generate_cpu = {name: [] for name in models}, {name: [] for name in models}
     names = list(models)
     for round_index in range(args.rounds):
         shift = round_index % len(names)  # rotate who goes first
         for name in names[shift:] + names[:shift]:
             _, _, train_step, generate = models[name]
-            train_seconds[name].append(timed(lambda: train_step(x, y), args.steps))  # each returns the loss value
-            generate_seconds[name].append(timed(lambda: generate(prompt, new_tokens), args.generations))
+            wall, cpu = timed(lambda: train_step(x, y), args.steps)  # each step returns the loss value
+            train_seconds[name].append(wall)
+            train_cpu[name].append(cpu)
+            wall, cpu = timed(lambda: generate(prompt, new_tokens), args.generations)
+            generate_seconds[name].append(wall)
+            generate_cpu[name].append(cpu)
 
     print(
         f"\n{keras.backend.backend()} backend (Keras jit_compile={args.jit}), torch {torch_version}; "
@@ -259,6 +265,12 @@ def main(argv=None):
         generated = args.generate_batch * new_tokens / statistics.median(generate_seconds[name])
         print(f"{name:30s} {models[name][1]:>9,d} {train:>12,.0f} {ours_train / train:>9.2f}x "
               f"{generated:>15,.0f} {ours_generate / generated:>9.2f}x")
+    print("CPU time (all threads of the process), median; in brackets this / ours (above 1: ours needs less)")
+    ours_cpu = statistics.median(train_cpu[ours_name]), statistics.median(generate_cpu[ours_name])
+    for name in models:
+        cpu = statistics.median(train_cpu[name]), statistics.median(generate_cpu[name])
+        print(f"  {name:30s} training {1000 * cpu[0]:6.1f} ms ({cpu[0] / ours_cpu[0]:.2f}x)   "
+              f"generation {1000 * cpu[1]:6.1f} ms ({cpu[1] / ours_cpu[1]:.2f}x)")
     print("per round, training ms/step | generation ms/sequence (how steady the machine was):")
     for name in models:
         print(f"  {name:30s} " + " ".join(f"{1000 * t:.0f}" for t in train_seconds[name]) + " | "
