@@ -40,6 +40,8 @@ def test_character_vocabulary_and_windows():
 def test_a_missing_text_file_is_data_unavailable(tmp_path):
     with pytest.raises(DataUnavailable, match="--text-file PATH"):
         text_corpus.load_text(str(tmp_path / "missing.txt"))
+    with pytest.raises(DataUnavailable, match="tiny_shakespeare.*no download with a data dir"):
+        text_corpus.load_text(data_dir=str(tmp_path / "empty_tfds"))  # a folder without the prepared data set
     with pytest.raises(SystemExit) as exit_info:
         language_model.main(["--quick", "--text-file", str(tmp_path / "missing.txt"), "--output-dir", str(tmp_path)])
     assert exit_info.value.code == 2
