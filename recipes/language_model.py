@@ -15,8 +15,45 @@ import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from recipes import flags
 
+PRESETS = ("shakespeare_char", "shakespeare_char_cpu", "tiny")  # keras_tfm.models.LANGUAGE_MODEL_PRESETS
+
+
+def parse_args(argv):
+    parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=8, batch_size=12, learning_rate=1e-3)
+    parser.set_defaults(warmup_fraction=0.05)  # nanoGPT: 100 warm-up steps of 2,000
+    data = parser.add_argument_group("data")
+    data.add_argument("--text-file", default=None,
+                      help="a UTF-8 text file (default: tensorflow-datasets tiny_shakespeare)")
+    data.add_argument("--data-dir", default=None, help="a prepared tensorflow-datasets folder (no download)")
+    data.add_argument("--tokenizer", choices=("char", "subword"), default="char", help="characters or SentencePiece")
+    data.add_argument("--vocab-size", type=flags.positive_int, default=1000, help="subword vocabulary size")
+    model = parser.add_argument_group("model and training")
+    model.add_argument("--preset", choices=PRESETS, default="shakespeare_char_cpu",
+                       help="model size (nanoGPT's CPU size by default)")
+    model.add_argument("--dropout", type=flags.fraction, default=None, help="dropout rate (default: the preset's)")
+    model.add_argument("--steps-per-epoch", type=flags.positive_int, default=250,
+                       help="training steps between validations (epochs x this = iterations)")
+    model.add_argument("--weight-decay", type=flags.non_negative_float, default=0.1,
+                       help="AdamW weight decay (not on biases and norms)")
+    sample = parser.add_argument_group("samples")
+    sample.add_argument("--prompt", default="\n", help="text the samples continue")
+    sample.add_argument("--sample-tokens", type=flags.positive_int, default=500, help="tokens per sample")
+    sample.add_argument("--num-samples", type=flags.positive_int, default=3, help="samples to write")
+    sample.add_argument("--temperature", type=flags.positive_float, default=0.8, help="sampling temperature")
+    sample.add_argument("--top-k", type=flags.positive_int, default=200, help="sample among the k most likely")
+    args = parser.parse_args(argv)
+    if args.quick:  # a smoke test of the whole pipeline: a tiny model, a few steps, short samples
+        args.preset, args.epochs, args.steps_per_epoch = "tiny", min(args.epochs, 2), min(args.steps_per_epoch, 20)
+        args.sample_tokens, args.num_samples = min(args.sample_tokens, 80), 1
+    return args
+
+
+if __name__ == "__main__":
+    flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
+
+from recipes import common  # noqa: E402  (first: it imports TensorFlow, quietly)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -26,37 +63,6 @@ from keras_tfm.data import text_corpus  # noqa: E402
 from keras_tfm.models import LANGUAGE_MODEL_PRESETS, TransformerLM  # noqa: E402
 from keras_tfm.text import SubwordTokenizer  # noqa: E402
 from keras_tfm.text.tokenizer import END  # noqa: E402
-from recipes import common  # noqa: E402
-
-
-def parse_args(argv):
-    parser = common.recipe_parser(__doc__.splitlines()[0], epochs=8, batch_size=12, learning_rate=1e-3)
-    parser.set_defaults(warmup_fraction=0.05)  # nanoGPT: 100 warm-up steps of 2,000
-    data = parser.add_argument_group("data")
-    data.add_argument("--text-file", default=None,
-                      help="a UTF-8 text file (default: tensorflow-datasets tiny_shakespeare)")
-    data.add_argument("--data-dir", default=None, help="a prepared tensorflow-datasets folder (no download)")
-    data.add_argument("--tokenizer", choices=("char", "subword"), default="char", help="characters or SentencePiece")
-    data.add_argument("--vocab-size", type=common.positive_int, default=1000, help="subword vocabulary size")
-    model = parser.add_argument_group("model and training")
-    model.add_argument("--preset", choices=sorted(LANGUAGE_MODEL_PRESETS), default="shakespeare_char_cpu",
-                       help="model size (nanoGPT's CPU size by default)")
-    model.add_argument("--dropout", type=common.fraction, default=None, help="dropout rate (default: the preset's)")
-    model.add_argument("--steps-per-epoch", type=common.positive_int, default=250,
-                       help="training steps between validations (epochs x this = iterations)")
-    model.add_argument("--weight-decay", type=common.non_negative_float, default=0.1,
-                       help="AdamW weight decay (not on biases and norms)")
-    sample = parser.add_argument_group("samples")
-    sample.add_argument("--prompt", default="\n", help="text the samples continue")
-    sample.add_argument("--sample-tokens", type=common.positive_int, default=500, help="tokens per sample")
-    sample.add_argument("--num-samples", type=common.positive_int, default=3, help="samples to write")
-    sample.add_argument("--temperature", type=common.positive_float, default=0.8, help="sampling temperature")
-    sample.add_argument("--top-k", type=common.positive_int, default=200, help="sample among the k most likely")
-    args = parser.parse_args(argv)
-    if args.quick:  # a smoke test of the whole pipeline: a tiny model, a few steps, short samples
-        args.preset, args.epochs, args.steps_per_epoch = "tiny", min(args.epochs, 2), min(args.steps_per_epoch, 20)
-        args.sample_tokens, args.num_samples = min(args.sample_tokens, 80), 1
-    return args
 
 
 class Subwords:
@@ -135,7 +141,7 @@ def main(argv=None, extra_callbacks=()):
     # Data: one text, split 90/10 in file order; tokens learned from the training part.
     with common.exit_when_data_unavailable():
         text = text_corpus.load_text(args.text_file, args.data_dir)
-    output_dir = common.output_directory("language_model", args.output_dir)
+    output_dir = common.output_directory("language_model", args.output_dir, args.overwrite)
     train_text, validation_text = text_corpus.split(text)
     tokenizer = make_tokenizer(args, train_text, output_dir)
     train_ids, validation_ids = tokenizer.encode(train_text), tokenizer.encode(validation_text)
@@ -162,7 +168,7 @@ def main(argv=None, extra_callbacks=()):
     fitting = time.time()
     model.fit(training, steps_per_epoch=args.steps_per_epoch, epochs=args.epochs,
               validation_data=(x_valid, y_valid), validation_batch_size=64, callbacks=callbacks, shuffle=False,
-              verbose=2)
+              verbose=common.fit_verbosity())
     fit_seconds = time.time() - fitting
 
     # Evaluate: the whole validation text, every token predicted once from its window.
