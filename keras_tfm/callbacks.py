@@ -249,6 +249,8 @@ class AttentionMapCallback(keras.callbacks.Callback):
         for i in range(min(len(self.inputs), self.max_samples)):
             words = _token_strings(self.inputs[i], self.tokens)
             real = np.asarray(self.inputs[i]) != 0
+            if not real.any():  # an all-padding sample: no words to colour
+                continue
             if has_class_token:  # what [CLS] reads from each token
                 weights = last[i, :, 0, 1:].mean(0)
             else:  # how much attention each token receives from the real tokens, on average

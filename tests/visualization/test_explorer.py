@@ -356,7 +356,7 @@ def test_image_view_overlay_follows_head_patch_and_rollout(browser, vit_case, tm
 def test_image_view_without_class_token_averages_over_the_patches(browser, tmp_path):
     keras.utils.set_random_seed(11)
     model = sharpen(ViT(image_size=8, patch_size=2, num_classes=2, dim=16, depth=1, num_heads=2, mlp_dim=32,
-                        pool="gap", dropout=0.0))
+                        pool="mean", dropout=0.0))
     image = np.random.default_rng(1).integers(0, 256, (8, 8, 3)).astype("uint8")
     maps = attention_maps(model, image[None])
     page = browser.open(attention_html(maps, image=image), tmp_path / "gap.html")
