@@ -137,3 +137,10 @@ def token_ids(name, values, vocab_size):
             f"Token ids in `{name}` must lie in [0, vocab_size) = [0, {vocab_size}). Received: an id of {int(bad)}. "
             "Check the tokenizer's vocabulary size against the model's `vocab_size`."
         )
+
+
+def is_shape_placeholder(x):
+    """True for the stand-in tensors PyTorch's symbolic shape inference runs a layer on: they live on the "meta"
+    device, and unknown dimensions are filled with an arbitrary size, so their sizes must not be checked."""
+    device = getattr(x, "device", None)
+    return getattr(device, "type", None) == "meta"

@@ -272,6 +272,13 @@ class MultiHeadAttention(keras.layers.Layer):
             # Scaling the queries first (rather than the logits after Q·Kᵀ) keeps the float16 products in
             # range: they are then already the final logits.
             scaled_query = query_heads * ops.cast(self.logit_scale, query_heads.dtype)
+            if mask is not None:
+                # A query with no allowed key gets uniform weights, as on the explicit path. Backends differ
+                # here (an additive -large mask cancels in the softmax on PyTorch), so say it explicitly: such a
+                # row attends everywhere with a zero query, i.e. with equal logits.
+                has_key = ops.any(mask, axis=-1)  # (batch, query_len)
+                scaled_query = ops.where(has_key[:, :, None, None], scaled_query, ops.zeros_like(scaled_query))
+                mask = ops.logical_or(mask, ops.logical_not(has_key)[:, :, None])
             attended = ops.dot_product_attention(
                 scaled_query,
                 key_heads,

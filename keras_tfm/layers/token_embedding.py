@@ -144,7 +144,7 @@ class TokenEmbedding(keras.layers.Layer):
             return ops.matmul(tokens, ops.transpose(ops.cast(self.embeddings, inputs.dtype)))
         _checks.rank("inputs", inputs.shape, 2, "(batch, length) of token ids")
         self._check_ids(inputs)
-        length = _checks.static(inputs.shape[1])
+        length = None if _checks.is_shape_placeholder(inputs) else _checks.static(inputs.shape[1])
         if self.max_length is not None and length is not None and isinstance(start_position, int):
             if start_position + length > self.max_length:
                 raise ValueError(
