@@ -379,5 +379,6 @@ class GradientNormCallback(keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         del self._optimizer.apply  # back to the class's method
         added = {id(v) for v in (self._norm_sum, self._norm_max, self._steps)}
-        # In place: the optimizer's variable tracker holds this very list.
-        self._optimizer._variables[:] = [v for v in self._optimizer._variables if id(v) not in added]
+        variables = self._optimizer._variables  # in place: the optimizer's variable tracker holds this very list
+        for index in reversed([i for i, v in enumerate(variables) if id(v) in added]):
+            del variables[index]  # by position: `==` on variables compares values
