@@ -13,7 +13,8 @@ budget, then prints a table and saves a plot:
                the warm-up, pre-norm trains without it (Xiong et al., 2020).
     combine    adding the positional encoding to the token vectors (the paper) vs concatenating it.
     norm_type  LayerNorm vs BatchNorm vs no normalisation in the blocks, on the "A before B?" text task; and how
-               much a sample's output moves when its batch mates change (LayerNorm: not at all).
+               much a sample's output moves when its batch mates or the batch's padding change (LayerNorm: not
+               at all).
     residual   blocks with vs without residual connections, 2 and 8 blocks deep: without them the deep stack
                barely gets a gradient (the gradient norm is logged).
     decoding   greedy vs top-k vs top-p sampling vs beam search on an under-trained reverser: exact match and
@@ -147,8 +148,8 @@ class EncoderBlockWithoutResidual(EncoderBlock):
 
 def encoder_classifier(block, depth, dim=64, num_heads=4, vocab_size=32, length=16, **block_kwargs):
     """Token ids -> embedding with positions -> `depth` blocks -> mean over real tokens -> 2 logits."""
-    ids = keras.Input((length,), dtype="int32")
-    x = TokenEmbedding(vocab_size, dim, max_length=length)(ids)  # (batch, length, dim) + padding mask
+    ids = keras.Input((None,), dtype="int32")  # any length up to 2 x `length`: room to add padding
+    x = TokenEmbedding(vocab_size, dim, max_length=2 * length)(ids)  # (batch, length, dim) + padding mask
     for i in range(depth):
         x = block(num_heads, 2 * dim, name=f"block_{i}", **block_kwargs)(x)
     x = keras.layers.GlobalAveragePooling1D()(x)  # (batch, dim)
@@ -278,14 +279,18 @@ def combine(settings):
 
 def batch_dependence(model, x_test):
     """How far sample 0's logits move when its 7 batch mates are swapped for others, with the batch statistics of
-    training (`training=True`) and at inference. LayerNorm normalises each token alone: 0 both ways."""
+    training (`training=True`) and at inference; and how far they move in training when the batch gets 16 more
+    padding positions. LayerNorm normalises each token alone: 0 every way."""
+    def logits(batch, training):
+        return keras.ops.convert_to_numpy(model(batch, training=training))[0]
+
     batch_a = x_test[:8]
     batch_b = np.concatenate([x_test[:1], x_test[8:15]])
     result = {}
     for name, training in (("batch_dependence_training", True), ("batch_dependence_inference", False)):
-        a = keras.ops.convert_to_numpy(model(batch_a, training=training))[0]
-        b = keras.ops.convert_to_numpy(model(batch_b, training=training))[0]
-        result[name] = float(np.abs(a - b).max())
+        result[name] = float(np.abs(logits(batch_a, training) - logits(batch_b, training)).max())
+    padded = np.pad(batch_a, ((0, 0), (0, batch_a.shape[1])))  # the same tokens, twice the padding
+    result["padding_dependence_training"] = float(np.abs(logits(batch_a, True) - logits(padded, True)).max())
     return result
 
 
@@ -359,7 +364,8 @@ EXPERIMENTS = {"position": position, "scaling": scaling, "heads": heads, "norm":
                "norm_type": norm_type, "residual": residual, "decoding": decoding, "heads_lookup": heads_lookup}
 # Table columns, when present: means ± standard deviations over the seeds.
 METRICS = ("exact_match", "accuracy", "repeat_rate", "reference_repeat_rate", "init_max_weight",
-           "batch_dependence_training", "batch_dependence_inference", "first_gradient_norm", "last_gradient_norm",
+           "batch_dependence_training", "batch_dependence_inference", "padding_dependence_training",
+           "first_gradient_norm", "last_gradient_norm",
            "final_loss", "seconds")
 
 

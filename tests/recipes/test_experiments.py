@@ -47,6 +47,8 @@ def test_quick_variant_runs_and_writes_its_table(name, tmp_path, capsys):
         moved = {row["variant"]: row["batch_dependence_training"] for row in rows}
         assert moved["layer norm"] < 1e-5 and moved["none norm"] < 1e-5 and moved["batch norm"] > 1e-3
         assert max(row["batch_dependence_inference"] for row in rows) < 1e-5  # moving statistics at inference
+        padding = {row["variant"]: row["padding_dependence_training"] for row in rows}
+        assert padding["layer norm"] < 1e-5 and padding["none norm"] < 1e-5 and padding["batch norm"] > 1e-3
     if name == "decoding":
         assert all(0.0 <= row["repeat_rate"] <= 1.0 for row in rows)
         assert len({row["reference_repeat_rate"] for row in rows}) == 1
