@@ -43,6 +43,8 @@ from recipes import flags
 
 PRESETS = ("ViT-B/16", "ViT-B/32", "ViT-H/14", "ViT-L/16", "ViT-L/32", "ViT-S/16", "ViT-Ti/16",  # VIT_PRESETS
            "base", "small", "tiny")
+# The patch size of each preset: the paper's names end in it; the small presets all use 4x4 patches.
+PATCH_SIZES = {name: int(name.split("/")[1]) if "/" in name else 4 for name in PRESETS}
 
 
 def parse_args(argv):
@@ -79,8 +81,10 @@ def parse_args(argv):
     if args.quick:
         args.epochs, args.train_samples, args.test_samples = 1, 384, 128
     args.preset = args.preset or ("tiny" if args.quick else "small")
-    if args.patch_size and args.image_size % args.patch_size:
-        parser.error(f"--patch-size ({args.patch_size}) must divide --image-size ({args.image_size})")
+    patch_size = args.patch_size or PATCH_SIZES[args.preset]
+    if args.image_size % patch_size:
+        source = "--patch-size" if args.patch_size else f"the patch size of preset {args.preset!r}"
+        parser.error(f"{source} ({patch_size}) must divide --image-size ({args.image_size})")
     if args.pretrained and not os.path.isfile(args.pretrained):
         parser.error(f"--pretrained: no file {args.pretrained}")
     return args
@@ -107,10 +111,7 @@ def build_model(args, num_classes):
         overrides["patch_size"] = args.patch_size
     if args.pretrained:
         overrides.update(position="learned", pool="cls")  # what every released ViT checkpoint has
-    try:
-        model = ViT.from_preset(args.preset, **overrides)
-    except ValueError as error:  # e.g. the preset's patch size does not divide --image-size
-        raise SystemExit(f"error: {error}") from None
+    model = ViT.from_preset(args.preset, **overrides)
     if args.pretrained:
         load_vit_weights(model, args.pretrained, skip_head=True)  # a fresh head for the 10 CIFAR classes
     return model

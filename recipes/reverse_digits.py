@@ -9,7 +9,7 @@ causal self-attention, a lower triangle (`decoder_self_attention.png`), and logs
 
     python -m recipes.reverse_digits                 # about 2 minutes on 2 CPU cores, >= 99% exact match
     python -m recipes.reverse_digits --task sort --epochs 10
-    python -m recipes.reverse_digits --quick         # a few seconds: checks that everything runs
+    python -m recipes.reverse_digits --quick         # under half a minute: checks that everything runs
 """
 
 import os

@@ -56,6 +56,11 @@ source_ids, target_ids = source_ids[:, :len(source_words)], target_ids[:, :len(t
 vit = ViT.from_preset("tiny", num_classes=3)
 image = np.random.default_rng(0).integers(0, 256, (32, 32, 3)).astype("uint8")
 """
+SETUP["ids: (n, 65) windows of character ids"] = """
+import numpy as np
+ids = np.random.default_rng(0).integers(1, 66, (24, 65))
+prompts = np.array([[5, 6, 7], [8, 9, 0]])
+"""
 SHRINK = {"vocab_size=8000": "vocab_size=320", "make_dataset(2000,": "make_dataset(200,", "epochs=5": "epochs=1"}
 
 

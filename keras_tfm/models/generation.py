@@ -1,12 +1,16 @@
-"""Decoding strategies as pure functions of logits, and the compiled-loop helper.
+"""Decoding, apart from the models: strategies as pure functions of logits, and loops over a step function.
 
-Every strategy turns one step's logits `(rows, vocab)` into the next token per row:
+A model that generates supplies `step(token_ids, index, cache) -> (logits, cache)` and an initial cache; the
+loops here (`sample`, `beam_search`) know nothing else about it, so they are tested on toy step functions and
+shared by `Seq2SeqTransformer` and `TransformerLM`. Every strategy turns one step's logits `(rows, vocab)` into
+the next token per row:
 
 * greedy: the most likely token;
 * top_k: sample among the k most likely (Fan et al., 2018);
 * top_p (nucleus): sample among the smallest set of tokens whose probability adds up to p
   (Holtzman et al., 2020);
-* beam search keeps the `num_beams` best partial sequences (see `Seq2SeqTransformer.generate`).
+* beam search keeps the `num_beams` best partial sequences, ranked by length-normalised log-probability
+  (Wu et al., 2016, with `length ** alpha` as the penalty).
 
 Sampling uses one uniform number per step and row, drawn up front from the seed, and inverts the cumulative
 distribution: reproducible with a fixed seed, and cheap inside a compiled loop.
@@ -15,7 +19,10 @@ distribution: reproducible with a fixed seed, and cheap inside a compiled loop.
 import keras
 from keras import ops
 
+from keras_tfm.layers import _checks
+
 STRATEGIES = ("greedy", "beam", "top_k", "top_p")
+_NEG = -1e9  # log-probability of impossible beam extensions (finite, so no inf - inf = NaN)
 
 
 def sample_from_probabilities(probabilities, uniform):
@@ -79,3 +86,156 @@ def compile_loop(function, variables):
         jitted = jax.jit(stateless)
         return lambda *args: jitted([variable.value for variable in variables], *args)
     return function
+
+
+def check_arguments(strategy, num_beams, k, p, temperature):
+    """ValueErrors for decoding arguments, shared by every model's `generate`."""
+    _checks.one_of("strategy", strategy, STRATEGIES)
+    _checks.positive_int("num_beams", num_beams)
+    _checks.positive_int("k", k)
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
+        raise ValueError(f"`p` must be a number in (0, 1]. Received: p={p!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
+        raise ValueError(f"`temperature` must be a positive number. Received: temperature={temperature!r}")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The decoding loops. A model supplies `step(token_ids, index, cache) -> (logits, cache)`: given the token
+# buffer `(rows, length)`, whose positions 0..index are filled, it returns the logits `(rows, vocab)` of the
+# token at position `index + 1` and its updated cache. The cache is any nest (dicts, lists, tuples) of tensors
+# whose first axis is the row; the loops never look inside it, they only repeat and reorder its rows.
+
+
+def sample(step, token_ids, cache, start, strategy="greedy", uniform=None, given=None, end_id=None, k=10, p=0.9,
+           temperature=1.0):
+    """Greedy, top-k or top-p decoding in one `while_loop`: fills `token_ids[:, start + 1:]`.
+
+    Args:
+        step: the model's step function (see above).
+        token_ids: `(rows, length)` int32 buffer; positions `0..start` must be filled.
+        cache: the model's initial cache nest, holding positions `0..start - 1` (or nothing, at start 0).
+        start: int or scalar int tensor, the first position `step` reads.
+        strategy: `"greedy"`, `"top_k"` or `"top_p"`.
+        uniform: `(length - 1, rows)` numbers in [0, 1), one draw per position and row (sampling only).
+        given: optional `(rows, length)` bool, True where `token_ids` already holds a token the loop must keep
+            (a prompt longer than `start + 1`): the loop feeds it in instead of its own choice, and scores it not.
+        end_id: a row stops after producing it (given tokens do not count); its later positions become 0.
+        k, p: the top-k size and the nucleus mass.
+        temperature: the logits are divided by it.
+
+    Returns:
+        `(token_ids, scores)`: the filled `(rows, length)` buffer and `(rows,)` summed log-probabilities of the
+        produced tokens (after temperature).
+    """
+    _checks.one_of("strategy", strategy, ("greedy", "top_k", "top_p"))
+    rows, length = ops.shape(token_ids)[0], ops.shape(token_ids)[1]
+    given = ops.zeros_like(token_ids, dtype="bool") if given is None else given
+
+    def select(logits, index):
+        if strategy == "greedy":
+            return select_greedy(logits)
+        if strategy == "top_k":
+            return select_top_k(logits, uniform[index], k)
+        return select_top_p(logits, uniform[index], p)
+
+    def body(index, token_ids, finished, scores, cache):
+        logits, cache = step(token_ids, index, cache)
+        logits = ops.cast(logits, "float32") / temperature  # (rows, vocab)
+        forced = ops.take(given, index + 1, axis=1)  # (rows,) the next token is part of the prompt
+        chosen = ops.where(finished, 0, select(logits, index))  # 0 (padding) once a row has ended
+        chosen = ops.where(forced, ops.take(token_ids, index + 1, axis=1), chosen)
+        gained = ops.take_along_axis(ops.log_softmax(logits, axis=-1), chosen[:, None], axis=-1)[:, 0]
+        scores = scores + ops.where(ops.logical_or(finished, forced), 0.0, gained)
+        token_ids = ops.slice_update(token_ids, [0, index + 1], chosen[:, None])
+        if end_id is not None:
+            finished = ops.logical_or(finished, ops.logical_and(ops.logical_not(forced), ops.equal(chosen, end_id)))
+        return index + 1, token_ids, finished, scores, cache
+
+    def cond(index, token_ids, finished, scores, cache):
+        return ops.logical_and(index < length - 1, ops.logical_not(ops.all(finished)))
+
+    loop_vars = (ops.convert_to_tensor(start, "int32"), token_ids, ops.zeros((rows,), "bool"),
+                 ops.zeros((rows,), "float32"), cache)
+    _, token_ids, _, scores, _ = ops.while_loop(cond, body, loop_vars)
+    return token_ids, scores
+
+
+def repeat_rows(nest, times):
+    """Repeats every row of every tensor in `nest` `times` times (row r becomes rows r*times .. r*times+times-1)."""
+    return keras.tree.map_structure(lambda x: ops.repeat(x, times, axis=0), nest)
+
+
+def take_rows(nest, rows):
+    """`nest` with every tensor's rows gathered at `rows` (one `take` per tensor)."""
+    return keras.tree.map_structure(lambda x: ops.take(x, rows, axis=0), nest)
+
+
+def beam_search(step, token_ids, cache, start, num_beams, given=None, end_id=None, length_penalty=1.0,
+                temperature=1.0):
+    """Beam search: keeps the `num_beams` best partial sequences, ranked by `sum log p / length ** length_penalty`.
+
+    Arguments as for `sample`; `token_ids`, `cache` and `given` hold one row per sample: the loop repeats them
+    `num_beams` times (so a model's encoder runs once) and, after every step, reorders all of the cache nest's
+    rows with one `take` so that each beam carries the cache of the hypothesis it extends. A finished beam can
+    only be extended by padding (id 0), at no cost, and keeps its score; the length counts the produced tokens
+    (`end_id` included, prompt tokens not).
+
+    Returns:
+        `(token_ids, scores)`: each sample's best sequence `(rows, length)` and its normalised score `(rows,)`.
+    """
+    _checks.positive_int("num_beams", num_beams)
+    batch, length, beams = ops.shape(token_ids)[0], ops.shape(token_ids)[1], num_beams
+    rows = batch * beams  # row b * beams + j is beam j of sample b
+    given = ops.zeros_like(token_ids, dtype="bool") if given is None else given
+    token_ids, cache, given = repeat_rows((token_ids, cache, given), beams)
+
+    def normalised(scores, lengths):
+        return scores / ops.power(ops.maximum(ops.cast(lengths, "float32"), 1.0), length_penalty)
+
+    def body(index, token_ids, finished, scores, lengths, cache):
+        logits, cache = step(token_ids, index, cache)  # (rows, vocab)
+        vocab = logits.shape[-1]
+        log_probs = ops.reshape(ops.log_softmax(ops.cast(logits, "float32") / temperature, axis=-1),
+                                (batch, beams, vocab))
+        token = ops.arange(vocab)[None, None, :]  # (1, 1, vocab)
+        forced = ops.reshape(ops.take(given, index + 1, axis=1), (batch, beams))
+        next_given = ops.reshape(ops.take(token_ids, index + 1, axis=1), (batch, beams))
+        # A prompt token is the only extension, free; a finished hypothesis is extended by padding, free.
+        log_probs = ops.where(forced[:, :, None], ops.where(token == next_given[:, :, None], 0.0, _NEG), log_probs)
+        log_probs = ops.where(finished[:, :, None], ops.where(token == 0, 0.0, _NEG), log_probs)
+        candidates = scores[:, :, None] + log_probs  # (batch, beams, vocab)
+        grows = ops.logical_not(ops.logical_or(finished, forced))
+        new_lengths = lengths + ops.cast(grows, "int32")  # (batch, beams)
+        ranked = normalised(candidates, new_lengths[:, :, None])
+        _, best = ops.top_k(ops.reshape(ranked, (batch, beams * vocab)), beams)  # (batch, beams)
+        parent, chosen = best // vocab, ops.cast(best % vocab, "int32")  # which beam, which token
+        scores = ops.take_along_axis(ops.reshape(candidates, (batch, beams * vocab)), best, axis=1)
+        lengths = ops.take_along_axis(new_lengths, parent, axis=1)
+        finished = ops.take_along_axis(finished, parent, axis=1)
+        if end_id is not None:
+            produced = ops.take_along_axis(grows, parent, axis=1)  # the token was chosen, not given or padding
+            finished = ops.logical_or(finished, ops.logical_and(produced, ops.equal(chosen, end_id)))
+        # Every beam takes its parent's rows of the token buffer and of the whole cache nest (the prompt flags
+        # need no reordering: all beams of a sample share them).
+        parent_rows = ops.reshape(ops.arange(batch)[:, None] * beams + parent, (rows,))
+        token_ids, cache = take_rows((token_ids, cache), parent_rows)
+        token_ids = ops.slice_update(token_ids, [0, index + 1], ops.reshape(chosen, (rows, 1)))
+        return index + 1, token_ids, finished, scores, lengths, cache
+
+    def cond(index, token_ids, finished, scores, lengths, cache):
+        return ops.logical_and(index < length - 1, ops.logical_not(ops.all(finished)))
+
+    first_beam_only = ops.where(ops.equal(ops.arange(beams), 0), 0.0, _NEG)  # the beams start identical
+    loop_vars = (
+        ops.convert_to_tensor(start, "int32"),
+        token_ids,
+        ops.zeros((batch, beams), "bool"),
+        ops.broadcast_to(first_beam_only[None, :], (batch, beams)),
+        ops.zeros((batch, beams), "int32"),
+        cache,
+    )
+    _, token_ids, _, scores, lengths, _ = ops.while_loop(cond, body, loop_vars)
+    final = normalised(scores, lengths)  # (batch, beams)
+    best = ops.argmax(final, axis=-1)  # (batch,)
+    token_ids = ops.take(token_ids, ops.arange(batch) * beams + ops.cast(best, "int32"), axis=0)
+    return token_ids, ops.take_along_axis(final, best[:, None], axis=1)[:, 0]

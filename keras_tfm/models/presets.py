@@ -43,3 +43,10 @@ def resolve_preset(presets, name, kind, overrides):
     if name not in presets:
         raise ValueError(f"Unknown {kind} preset {name!r}. Available presets: {sorted(presets)}")
     return {**presets[name], **overrides}
+
+LANGUAGE_MODEL_PRESETS = {
+    # nanoGPT's two Shakespeare-character sizes (config/train_shakespeare_char.py): its CPU run and its GPU run.
+    "shakespeare_char_cpu": dict(dim=128, depth=4, num_heads=4, mlp_dim=512, max_length=64, dropout=0.0),
+    "shakespeare_char": dict(dim=384, depth=6, num_heads=6, mlp_dim=1536, max_length=256, dropout=0.2),
+    "tiny": dict(dim=32, depth=2, num_heads=2, mlp_dim=64, max_length=64),
+}

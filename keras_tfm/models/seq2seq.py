@@ -9,6 +9,8 @@ Generation: the encoder runs once; then one token at a time, the decoder embeds 
 attends over a key/value cache of the earlier ones, inside a compiled loop.
 """
 
+import functools
+
 import keras
 import numpy as np
 from keras import ops
@@ -20,7 +22,6 @@ from keras_tfm.models import generation
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models.presets import SEQ2SEQ_PRESETS
 
-_NEG = -1e9  # log-probability of impossible beam extensions (finite, so no inf - inf = NaN)
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -169,26 +170,39 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
             y = self.get_layer("output_projection")(y)
         return ops.cast(y, "float32")  # (batch, length, vocab)
 
-    def _decode_step_cached(self, token_ids, position, caches, source_mask):
-        """One new token per row through the decoder, reading and extending the key/value caches."""
-        y = self.get_layer("target_embedding")(token_ids, start_position=position)  # (rows, 1, dim)
-        new_caches = []
-        for i, cache in enumerate(caches):
-            y, cache = self.get_layer(f"decoder_block_{i}")(
-                y, mask=ops.ones_like(token_ids, dtype="bool"), context_mask=source_mask, cache=cache,
-                cache_index=position,
-            )
-            new_caches.append(cache)
-        return self._logits(y)[:, 0, :], new_caches  # (rows, vocab)
+    def step(self, token_ids, index, cache):
+        """One decoding step for `keras_tfm.models.generation`: the decoder embeds `token_ids[:, index]` at
+        position `index`, attends over its key/value cache and returns the next token's logits.
 
-    def _decode_step_full(self, target_buffer, position, memory, source_mask):
-        """Without a cache: re-run the decoder over the whole buffer and read position `position`."""
-        y = self.get_layer("target_embedding")(target_buffer)
-        padding = ops.not_equal(target_buffer, 0)
+        Args:
+            token_ids: `(rows, length)` int32 target buffer (start token first).
+            index: scalar int, the position of the newest token.
+            cache: `{"source_mask": (rows, source_len), "blocks": [DecoderBlock caches]}`.
+
+        Returns:
+            `(logits, cache)`: `(rows, target_vocab_size)` float32 and the cache with position `index` filled.
+        """
+        current = ops.expand_dims(ops.take(token_ids, index, axis=1), 1)  # (rows, 1)
+        y = self.get_layer("target_embedding")(current, start_position=index)  # (rows, 1, dim)
+        blocks = []
+        for i, block_cache in enumerate(cache["blocks"]):
+            y, block_cache = self.get_layer(f"decoder_block_{i}")(
+                y, mask=ops.ones_like(current, dtype="bool"), context_mask=cache["source_mask"], cache=block_cache,
+                cache_index=index,
+            )
+            blocks.append(block_cache)
+        return self._logits(y)[:, 0, :], {**cache, "blocks": blocks}  # (rows, vocab)
+
+    def _step_without_cache(self, token_ids, index, cache):
+        """The reference for `step`: re-runs the decoder over the whole buffer and reads position `index`."""
+        buffer = token_ids[:, :-1]  # (rows, max_length): the last slot is only ever an output
+        y = self.get_layer("target_embedding")(buffer)
+        padding = ops.not_equal(buffer, 0)
         for i in range(self.decoder_depth):
-            y = self.get_layer(f"decoder_block_{i}")(y, memory, mask=padding, context_mask=source_mask)
-        logits = self._logits(y)  # (rows, buffer_len, vocab)
-        return ops.take(logits, position, axis=1)  # (rows, vocab)
+            y = self.get_layer(f"decoder_block_{i}")(
+                y, cache["memory"], mask=padding, context_mask=cache["source_mask"]
+            )
+        return ops.take(self._logits(y), index, axis=1), cache  # (rows, vocab)
 
     def generate(
         self,
@@ -230,18 +244,12 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
             it), as a NumPy array; with `return_scores`, `(tokens, scores)`.
         """
         max_length = self.max_length if max_length is None else max_length
-        _checks.one_of("strategy", strategy, generation.STRATEGIES)
+        generation.check_arguments(strategy, num_beams, k, p, temperature)
         _checks.positive_int("max_length", max_length)
         if max_length > self.max_length:
             raise ValueError(
                 f"`max_length` ({max_length}) must not exceed the model's max_length ({self.max_length})."
             )
-        _checks.positive_int("num_beams", num_beams)
-        _checks.positive_int("k", k)
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
-            raise ValueError(f"`p` must be a number in (0, 1]. Received: p={p!r}")
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
-            raise ValueError(f"`temperature` must be a positive number. Received: temperature={temperature!r}")
         if strategy == "beam" and not use_cache:
             raise ValueError("Beam search always uses the cache: use_cache=False is for greedy and sampling.")
         source_ids = np.asarray(ops.convert_to_numpy(source_ids))
@@ -261,136 +269,43 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
                     f"`{name}` must be a token id in [1, {self.target_vocab_size}). Received: {name}={token}"
                 )
 
-        key = (strategy, max_length, start_id, end_id, num_beams, k, float(p), float(temperature),
-               float(length_penalty), use_cache)
+        # One compiled loop per setting.
+        settings = dict(strategy=strategy, max_length=max_length, start_id=start_id, end_id=end_id,
+                        num_beams=num_beams, k=k, p=float(p), temperature=float(temperature),
+                        length_penalty=float(length_penalty), use_cache=use_cache)
+        key = tuple(settings.values())
         if key not in self._generate_functions:
-            run = self._beam_search if strategy == "beam" else self._sample
-
-            def loop(source, uniform):
-                return run(source, uniform, *key)
-
-            self._generate_functions[key] = generation.compile_loop(loop, self.variables)
+            self._generate_functions[key] = generation.compile_loop(
+                functools.partial(self._decode, settings=settings), self.variables
+            )
         uniform = keras.random.uniform((max_length, source_ids.shape[0]), seed=seed)  # one draw per step, row
         tokens, scores = self._generate_functions[key](ops.convert_to_tensor(source_ids.astype("int32")), uniform)
         tokens = np.asarray(ops.convert_to_numpy(tokens)).astype("int32")
         return (tokens, np.asarray(ops.convert_to_numpy(scores))) if return_scores else tokens
 
-    def _sample(self, source, uniform, strategy, max_length, start_id, end_id, num_beams, k, p, temperature,
-                length_penalty, use_cache):
-        """Greedy / top-k / top-p decoding of a whole batch in one `while_loop`."""
-        batch = ops.shape(source)[0]
-        memory = self.encode(source)
-        source_mask = ops.not_equal(source, 0)  # (batch, source_len)
-
-        def select(logits, step):
-            if strategy == "greedy":
-                return generation.select_greedy(logits)
-            u = uniform[step]  # (batch,)
-            if strategy == "top_k":
-                return generation.select_top_k(logits, u, k)
-            return generation.select_top_p(logits, u, p)
-
-        if use_cache:
-            state = [self.get_layer(f"decoder_block_{i}").build_cache(batch, max_length, context=memory)
-                     for i in range(self.decoder_depth)]
+    def _decode(self, source, uniform, settings):
+        """The whole generation for one `settings` dict (see `generate`): encode once, then a loop of
+        `keras_tfm.models.generation`."""
+        batch, max_length = ops.shape(source)[0], settings["max_length"]
+        memory = self.encode(source)  # (batch, source_len, dim)
+        cache = {"source_mask": ops.not_equal(source, 0)}  # (batch, source_len)
+        if settings["use_cache"]:
+            cache["blocks"] = [self.get_layer(f"decoder_block_{i}").build_cache(batch, max_length, context=memory)
+                               for i in range(self.decoder_depth)]
+            step = self.step
         else:
-            state = ops.concatenate(  # the decoder input buffer: start token, then what has been generated
-                [ops.full((batch, 1), start_id, dtype="int32"), ops.zeros((batch, max_length - 1), dtype="int32")],
-                axis=1,
-            )
-
-        def body(step, tokens, current, finished, scores, state):
-            if use_cache:
-                logits, state = self._decode_step_cached(current, step, state, source_mask)
-            else:
-                logits = self._decode_step_full(state, step, memory, source_mask)
-            logits = logits / temperature
-            chosen = ops.where(finished, 0, select(logits, step))  # (batch,), 0 once a row has ended
-            log_probs = ops.log_softmax(logits, axis=-1)
-            gained = ops.take_along_axis(log_probs, chosen[:, None], axis=-1)[:, 0]
-            scores = scores + ops.where(finished, 0.0, gained)
-            tokens = ops.slice_update(tokens, [0, step], chosen[:, None])
-            if not use_cache:  # feed the choice back through the buffer (if there is room)
-                state = ops.slice_update(
-                    state, [0, ops.minimum(step + 1, max_length - 1)],
-                    ops.where(step + 1 < max_length, chosen, state[:, -1])[:, None],
-                )
-            finished = ops.logical_or(finished, ops.equal(chosen, end_id))
-            return step + 1, tokens, chosen[:, None], finished, scores, state
-
-        def cond(step, tokens, current, finished, scores, state):
-            return ops.logical_and(step < max_length, ops.logical_not(ops.all(finished)))
-
-        loop_vars = (
-            ops.convert_to_tensor(0, dtype="int32"),
-            ops.zeros((batch, max_length), dtype="int32"),
-            ops.full((batch, 1), start_id, dtype="int32"),
-            ops.zeros((batch,), dtype="bool"),
-            ops.zeros((batch,), dtype="float32"),
-            state,
+            cache["memory"] = memory
+            step = self._step_without_cache
+        # The buffer: the start token, then room for `max_length` generated tokens.
+        token_ids = ops.concatenate(
+            [ops.full((batch, 1), settings["start_id"], dtype="int32"), ops.zeros((batch, max_length), dtype="int32")],
+            axis=1,
         )
-        _, tokens, _, _, scores, _ = ops.while_loop(cond, body, loop_vars)
-        return tokens, scores
-
-    def _beam_search(self, source, uniform, strategy, max_length, start_id, end_id, num_beams, k, p, temperature,
-                     length_penalty, use_cache):
-        """Beam search with length normalisation: hypotheses are compared by sum log p / length^alpha."""
-        batch = ops.shape(source)[0]
-        beams = num_beams
-        rows = batch * beams
-        vocab = self.target_vocab_size
-        # Every source row is repeated `beams` times: row b * beams + j is beam j of sample b.
-        source = ops.repeat(source, beams, axis=0)
-        memory = self.encode(source)
-        source_mask = ops.not_equal(source, 0)
-        caches = [self.get_layer(f"decoder_block_{i}").build_cache(rows, max_length, context=memory)
-                  for i in range(self.decoder_depth)]
-        is_padding = ops.equal(ops.arange(vocab), 0)[None, None, :]  # (1, 1, vocab)
-
-        def normalised(scores, lengths):
-            return scores / ops.power(ops.maximum(ops.cast(lengths, "float32"), 1.0), length_penalty)
-
-        def body(step, sequences, current, finished, scores, lengths, caches):
-            logits, caches = self._decode_step_cached(current, step, caches, source_mask)  # (rows, vocab)
-            log_probs = ops.reshape(ops.log_softmax(logits / temperature, axis=-1), (batch, beams, vocab))
-            # A finished hypothesis can only be extended by padding, at no cost: it keeps its score.
-            log_probs = ops.where(finished[:, :, None], ops.where(is_padding, 0.0, _NEG), log_probs)
-            candidates = scores[:, :, None] + log_probs  # (batch, beams, vocab)
-            new_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")  # (batch, beams)
-            ranked = normalised(candidates, new_lengths[:, :, None])
-            _, best = ops.top_k(ops.reshape(ranked, (batch, beams * vocab)), beams)  # (batch, beams)
-            parent, token = best // vocab, ops.cast(best % vocab, "int32")  # which beam, which token
-
-            def reorder(x):  # (batch, beams, ...) -> the chosen parents' values
-                return ops.take_along_axis(x, ops.reshape(parent, (batch, beams) + (1,) * (len(x.shape) - 2)), axis=1)
-
-            scores = ops.take_along_axis(ops.reshape(candidates, (batch, beams * vocab)), best, axis=1)
-            lengths = reorder(new_lengths)
-            finished = ops.logical_or(reorder(finished), ops.equal(token, end_id))
-            sequences = ops.slice_update(reorder(sequences), [0, 0, step], token[:, :, None])
-            # The caches follow their hypotheses: row b * beams + j takes the cache of its parent beam.
-            rows_taken = ops.reshape(ops.arange(batch)[:, None] * beams + parent, (rows,))
-            caches = [
-                {**cache, "self": tuple(ops.take(part, rows_taken, axis=0) for part in cache["self"])}
-                for cache in caches
-            ]
-            return step + 1, sequences, ops.reshape(token, (rows, 1)), finished, scores, lengths, caches
-
-        def cond(step, sequences, current, finished, scores, lengths, caches):
-            return ops.logical_and(step < max_length, ops.logical_not(ops.all(finished)))
-
-        first_beam_only = ops.where(ops.equal(ops.arange(beams), 0), 0.0, _NEG)  # the beams start identical
-        loop_vars = (
-            ops.convert_to_tensor(0, dtype="int32"),
-            ops.zeros((batch, beams, max_length), dtype="int32"),
-            ops.full((rows, 1), start_id, dtype="int32"),
-            ops.zeros((batch, beams), dtype="bool"),
-            ops.broadcast_to(first_beam_only[None, :], (batch, beams)),
-            ops.zeros((batch, beams), dtype="int32"),
-            caches,
-        )
-        _, sequences, _, _, scores, lengths, _ = ops.while_loop(cond, body, loop_vars)
-        final = normalised(scores, lengths)  # (batch, beams)
-        best = ops.argmax(final, axis=-1)[:, None]  # (batch, 1)
-        tokens = ops.take_along_axis(sequences, best[:, :, None], axis=1)[:, 0, :]
-        return tokens, ops.take_along_axis(final, best, axis=1)[:, 0]
+        common = dict(end_id=settings["end_id"], temperature=settings["temperature"])
+        if settings["strategy"] == "beam":
+            token_ids, scores = generation.beam_search(step, token_ids, cache, 0, settings["num_beams"],
+                                                       length_penalty=settings["length_penalty"], **common)
+        else:
+            token_ids, scores = generation.sample(step, token_ids, cache, 0, settings["strategy"], uniform=uniform,
+                                                  k=settings["k"], p=settings["p"], **common)
+        return token_ids[:, 1:], scores  # (batch, max_length), (batch,)

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from keras_tfm.data import digits
-from keras_tfm.models import SEQ2SEQ_PRESETS, TEXT_CLASSIFIER_PRESETS, VIT_PRESETS
+from keras_tfm.models import LANGUAGE_MODEL_PRESETS, SEQ2SEQ_PRESETS, TEXT_CLASSIFIER_PRESETS, VIT_PRESETS
 from keras_tfm.models.text_classifier import POOLS
 from keras_tfm.text import MODEL_TYPES
-from recipes import cifar10_vit, common, experiments, flags, imdb_classifier, reverse_digits, translate
+from recipes import cifar10_vit, common, experiments, flags, imdb_classifier, language_model, reverse_digits, translate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RECIPES = ("reverse_digits", "cifar10_vit", "imdb_classifier", "translate", "experiments")
+RECIPES = ("reverse_digits", "cifar10_vit", "imdb_classifier", "translate", "language_model", "experiments")
 
 
 def test_the_recipes_flag_choices_are_the_librarys_names():
@@ -26,7 +26,9 @@ def test_the_recipes_flag_choices_are_the_librarys_names():
     assert imdb_classifier.PRESETS == tuple(sorted(TEXT_CLASSIFIER_PRESETS))
     assert imdb_classifier.POOLS == POOLS
     assert cifar10_vit.PRESETS == tuple(sorted(VIT_PRESETS))
+    assert cifar10_vit.PATCH_SIZES == {name: preset["patch_size"] for name, preset in VIT_PRESETS.items()}
     assert translate.TOKENIZERS == MODEL_TYPES
+    assert language_model.PRESETS == tuple(sorted(LANGUAGE_MODEL_PRESETS))
     assert experiments.EXPERIMENT_NAMES == tuple(experiments.EXPERIMENTS)
 
 
@@ -43,7 +45,7 @@ def test_help_answers_before_tensorflow_is_imported(recipe):
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_every_flag_has_a_help_text(recipe, capsys):
     module = {"reverse_digits": reverse_digits, "cifar10_vit": cifar10_vit, "imdb_classifier": imdb_classifier,
-              "translate": translate, "experiments": experiments}[recipe]
+              "translate": translate, "language_model": language_model, "experiments": experiments}[recipe]
     with pytest.raises(SystemExit):
         module.parse_args(["--help"])
     text = capsys.readouterr().out
