@@ -53,3 +53,14 @@ def test_mean_and_max_over_steps_that_change_and_training_is_unchanged():
     # A second fit with the callback measures again from scratch.
     again = measured.fit(X, Y, batch_size=3, epochs=1, verbose=0, callbacks=[GradientNormCallback()])
     assert np.isfinite(again.history["gradient_norm"][0])
+
+
+def test_the_norm_is_read_before_clipping_and_clipping_bounds_the_step():
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")])
+    model.compile(keras.optimizers.SGD(1.0, clipnorm=1.0), "mean_squared_error")
+    before = model.get_weights()[0].copy()
+    history = model.fit(X[:1], Y[:1], batch_size=1, epochs=1, verbose=0, callbacks=[GradientNormCallback()])
+    assert history.history["gradient_norm"][0] == pytest.approx(np.sqrt(6.0 ** 2 + 12.0 ** 2), rel=1e-6)
+    step = model.get_weights()[0] - before  # lr 1 x the clipped gradient: norm 1, same direction as (6, 12)
+    assert np.linalg.norm(step) == pytest.approx(1.0, rel=1e-5)
+    np.testing.assert_allclose(step[:, 0], -np.array([6.0, 12.0]) / np.sqrt(180.0), rtol=1e-5)
