@@ -349,9 +349,10 @@ class GradientNormCallback(keras.callbacks.Callback):
         optimizer = self.model.optimizer
         # Under mixed precision the inner optimizer receives the unscaled gradients.
         self._optimizer = getattr(optimizer, "inner_optimizer", optimizer)
-        self._norm_sum = self._optimizer.add_variable((), initializer="zeros", dtype="float32", name="gradient_norm_sum")
-        self._norm_max = self._optimizer.add_variable((), initializer="zeros", dtype="float32", name="gradient_norm_max")
-        self._steps = self._optimizer.add_variable((), initializer="zeros", dtype="float32", name="gradient_norm_steps")
+        self._norm_sum, self._norm_max, self._steps = (
+            self._optimizer.add_variable((), initializer="zeros", dtype="float32", name=f"gradient_norm_{name}")
+            for name in ("sum", "max", "steps")
+        )
         apply = self._optimizer.apply
 
         def apply_and_measure(grads, trainable_variables=None):

@@ -380,11 +380,13 @@ def run_seeds(experiment, args):
         rows = experiment(argparse.Namespace(**{**vars(args), "seed": args.seed + i}))
         for row in rows:
             if "gradient_norm" in row:
-                row["first_gradient_norm"], row["last_gradient_norm"] = row["gradient_norm"][0], row["gradient_norm"][-1]
+                row["first_gradient_norm"] = row["gradient_norm"][0]
+                row["last_gradient_norm"] = row["gradient_norm"][-1]
         per_seed.append(rows)
     averaged = []
     for runs in zip(*per_seed):  # the same variant under each seed
-        row = {"task": runs[0]["task"], "variant": runs[0]["variant"], "seeds": [args.seed + i for i in range(len(runs))]}
+        row = {"task": runs[0]["task"], "variant": runs[0]["variant"],
+               "seeds": [args.seed + i for i in range(len(runs))]}
         for key, value in runs[0].items():
             values = [run[key] for run in runs]
             if key in ("task", "variant"):

@@ -10,7 +10,8 @@ from keras_tfm.callbacks import GradientNormCallback
 
 
 def linear_model(learning_rate):
-    # y = w·x with w = (1, 1): for x = (1, 2), target 0, the squared error (w·x)² has gradient 2·(w·x)·x = (6, 12).
+    # y = w·x with w = (1, 1): for x = (1, 2) and target 0, the squared error (w·x)² has gradient
+    # 2·(w·x)·x = (6, 12).
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")])
     model.compile(keras.optimizers.SGD(learning_rate), "mean_squared_error")
     return model
