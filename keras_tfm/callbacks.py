@@ -329,3 +329,59 @@ class PositionEncodingPlot(keras.callbacks.Callback):
         path = os.path.join(self.output_dir, f"epoch_{epoch + 1:03d}_positions.png")
         figure = visualize.plot_position_encoding(table, title=f"{self.layer_name}, epoch {epoch + 1}")
         self.written.append(visualize.save_figure(figure, path))
+
+
+class GradientNormCallback(keras.callbacks.Callback):
+    """Puts the global gradient norm into the training logs: `gradient_norm` (the mean over the epoch's steps) and
+    `gradient_norm_max` (its largest step), so `History`, `CSVLogger` (a recipe's `history.csv`) and TensorBoard
+    record it. The first thing to print when training does not converge: a norm that climbs by orders of
+    magnitude is an exploding gradient (try a smaller learning rate, warm-up, `clipnorm`, or pre-norm blocks).
+
+    The norm is sqrt(Σ g²) over every trainable weight's gradient, taken before the optimizer clips it (so the
+    reading shows what clipping is up against). It is measured inside the optimizer's `apply` with `keras.ops`,
+    so it works on every backend (tested on TensorFlow and JAX): while training, the optimizer gets two extra
+    variables (a running sum and a step count), removed again when `fit` ends so saved models are unchanged.
+
+    List it *before* a `CSVLogger` (callbacks run in order; `History` always comes last), e.g.
+    `model.fit(..., callbacks=[GradientNormCallback(), keras.callbacks.CSVLogger("history.csv")])`.
+    Not for distribution strategies (the sum would be per replica).
+    """
+
+    def on_train_begin(self, logs=None):
+        optimizer = self.model.optimizer
+        # Under mixed precision the inner optimizer receives the unscaled gradients.
+        self._optimizer = getattr(optimizer, "inner_optimizer", optimizer)
+        self._norm_sum, self._norm_max, self._steps = (
+            self._optimizer.add_variable((), initializer="zeros", dtype="float32", name=f"gradient_norm_{name}")
+            for name in ("sum", "max", "steps")
+        )
+        apply = self._optimizer.apply
+
+        def apply_and_measure(grads, trainable_variables=None):
+            squares = [keras.ops.sum(keras.ops.square(keras.ops.cast(g, "float32"))) for g in grads if g is not None]
+            norm = keras.ops.sqrt(keras.ops.sum(keras.ops.stack(squares))) if squares else keras.ops.zeros(())
+            self._norm_sum.assign_add(norm)
+            self._norm_max.assign(keras.ops.maximum(self._norm_max, norm))
+            self._steps.assign_add(1.0)
+            return apply(grads, trainable_variables)
+
+        self._optimizer.apply = apply_and_measure  # an instance attribute: the class is untouched
+
+    def on_epoch_begin(self, epoch, logs=None):
+        for variable in (self._norm_sum, self._norm_max, self._steps):
+            variable.assign(keras.ops.zeros(()))
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None:
+            return
+        steps = float(keras.ops.convert_to_numpy(self._steps))
+        total = float(keras.ops.convert_to_numpy(self._norm_sum))
+        logs["gradient_norm"] = total / steps if steps else float("nan")
+        logs["gradient_norm_max"] = float(keras.ops.convert_to_numpy(self._norm_max)) if steps else float("nan")
+
+    def on_train_end(self, logs=None):
+        del self._optimizer.apply  # back to the class's method
+        added = {id(v) for v in (self._norm_sum, self._norm_max, self._steps)}
+        variables = self._optimizer._variables  # in place: the optimizer's variable tracker holds this very list
+        for index in reversed([i for i, v in enumerate(variables) if id(v) in added]):
+            del variables[index]  # by position: `==` on variables compares values

@@ -339,7 +339,13 @@ def plot_alignment(source_tokens, target_tokens, cross_attention, title=None):
         matplotlib Figure.
     """
     weights = np.asarray(cross_attention, dtype="float64")[: len(target_tokens), : len(source_tokens)]
-    figure = _figure(figsize=(0.45 * len(source_tokens) + 2, 0.45 * len(target_tokens) + 1.5))
+    width = 0.45 * len(source_tokens) + 2
+    if title:  # short inputs make a narrow figure: widen it so the whole title fits (1 inch of margin)
+        from matplotlib import rcParams
+
+        title_points = _text_width(_figure(), rcParams["figure.titlesize"])(title)  # the size suptitle uses
+        width = max(width, title_points / 72.0 + 1.0)
+    figure = _figure(figsize=(width, 0.45 * len(target_tokens) + 1.5))
     ax = figure.subplots()
     image = ax.imshow(weights, cmap="Blues", vmin=0.0)
     _labels(ax, target_tokens, source_tokens, fontsize=9)
@@ -347,7 +353,7 @@ def plot_alignment(source_tokens, target_tokens, cross_attention, title=None):
     ax.set_ylabel("target")
     figure.colorbar(image, ax=ax, fraction=0.046)
     if title:
-        ax.set_title(title)
+        figure.suptitle(title)  # centred on the figure (the axes sit off-centre beside the colour bar)
     figure.tight_layout()
     return figure
 

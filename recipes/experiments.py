@@ -12,14 +12,24 @@ budget, then prints a table and saves a plot:
     norm       pre-norm vs post-norm (the paper's) at growing learning rates without warm-up: post-norm needs
                the warm-up, pre-norm trains without it (Xiong et al., 2020).
     combine    adding the positional encoding to the token vectors (the paper) vs concatenating it.
+    norm_type  LayerNorm vs BatchNorm vs no normalisation in the blocks, on the "A before B?" text task; and how
+               much a sample's output moves when its batch mates or the batch's padding change (LayerNorm: not
+               at all).
+    residual   blocks with vs without residual connections, 2 and 8 blocks deep: without them the deep stack
+               barely gets a gradient (the gradient norm is logged).
+    decoding   greedy vs top-k vs top-p sampling vs beam search on an under-trained reverser: exact match and
+               how often a token repeats the one before it.
+    heads_lookup  1 vs 2 vs 4 heads in one narrow block on a task that needs two lookups at once ("is A before
+               both B and C?"), with the mean attention distance of each head.
 
-    python -m recipes.experiments position          # one experiment, <= 5 minutes on 2 CPU cores
-    python -m recipes.experiments all               # all five, one after the other
+    python -m recipes.experiments position          # one experiment, <= 5 minutes on 2 CPU cores per seed
+    python -m recipes.experiments all               # all of them, one after the other
     python -m recipes.experiments scaling --quick   # seconds: checks that it runs (numbers mean nothing)
 
-Each experiment writes `<name>.md` (the table), `<name>.json` (every number, the validation curves included)
-and `<name>.png` into `runs/experiments/<timestamp>/` (or `--output-dir`). One run per variant and seed: for
-claims about small differences, repeat with other `--seed`s.
+Every variant is trained once per seed (`--seeds`, default 3: seeds `--seed`, `--seed`+1, ...); the table gives
+the mean ± the standard deviation over the seeds. Each experiment writes `<name>.md` (the table), `<name>.json`
+(every number, each seed's run and the validation curves included) and `<name>.png` into
+`runs/experiments/<timestamp>/` (or `--output-dir`).
 """
 
 import argparse
@@ -30,7 +40,8 @@ import time
 
 from recipes import flags
 
-EXPERIMENT_NAMES = ("position", "scaling", "heads", "norm", "combine")  # the keys of EXPERIMENTS below
+EXPERIMENT_NAMES = ("position", "scaling", "heads", "norm", "combine", "norm_type", "residual", "decoding",
+                    "heads_lookup")  # the keys of EXPERIMENTS below
 
 
 def parse_args(argv):
@@ -41,13 +52,16 @@ def parse_args(argv):
     parser.add_argument("--test-samples", type=flags.positive_int, default=1000, help="held-out examples")
     parser.add_argument("--batch-size", type=flags.positive_int, default=64, help="batch size of every training run")
     parser.add_argument("--max-digits", type=flags.positive_int, default=8, help="longest digit string")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (data and initial weights)")
+    parser.add_argument("--seed", type=int, default=0, help="first random seed (data and initial weights)")
+    parser.add_argument("--seeds", type=flags.positive_int, default=3,
+                        help="runs per variant, with seeds --seed, --seed+1, ...; tables give mean ± sd")
     parser.add_argument("--output-dir", default=None, help="where to write the tables and plots "
                         "(default: runs/experiments/<timestamp>)")
     parser.add_argument("--quick", action="store_true", help="a few seconds per experiment: checks that it runs")
     args = parser.parse_args(argv)
     if args.quick:  # tiny data, and no graph tracing: eager steps are faster than compiling for a few batches
         args.epochs, args.train_samples, args.test_samples, args.max_digits = 1, 128, 32, 5
+        args.seeds = min(args.seeds, 2)  # two: enough to exercise the mean and spread
     return args
 
 
@@ -60,8 +74,11 @@ import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from keras_tfm import visualize  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
+from keras_tfm.callbacks import GradientNormCallback  # noqa: E402
 from keras_tfm.data import digits  # noqa: E402
+from keras_tfm.layers import EncoderBlock, TokenEmbedding  # noqa: E402
 from keras_tfm.models import Seq2SeqTransformer, TextClassifier  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -84,6 +101,61 @@ def make_order_task(samples, length=16, vocab_size=32, seed=0):
     return ids, labels
 
 
+def make_two_lookup_task(samples, length=16, vocab_size=32, seed=0):
+    """Like `make_order_task`, plus one "C" (id 3): the label is 1 if A comes before both B and C. The A token
+    has to find two other tokens at once, a job for two heads."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(4, vocab_size, size=(samples, length)).astype("int32")
+    labels = np.zeros(samples, "int32")
+    for row in range(samples):
+        a, b, c = rng.choice(length, size=3, replace=False)
+        ids[row, a], ids[row, b], ids[row, c] = 1, 2, 3
+        labels[row] = int(a < b and a < c)
+    return ids, labels
+
+
+# Two block variants for the ablations, written out here rather than as options of the library's blocks.
+
+class EncoderBlockWithNorm(EncoderBlock):
+    """An `EncoderBlock` whose two norms are LayerNorm ("layer", the Transformer's), BatchNorm ("batch": mean and
+    variance over the batch and the positions, so a token's output depends on the other samples in its batch)
+    or absent ("none", an identity)."""
+
+    def __init__(self, num_heads, mlp_dim, normalization="layer", **kwargs):
+        if normalization not in ("layer", "batch", "none"):
+            raise ValueError(f"`normalization` must be 'layer', 'batch' or 'none'. Received: {normalization!r}")
+        self.normalization = normalization  # before super().__init__, which makes the norms
+        super().__init__(num_heads, mlp_dim, **kwargs)
+
+    def _norm(self, name):
+        if self.normalization == "batch":
+            return keras.layers.BatchNormalization(epsilon=self.layer_norm_epsilon, name=name)
+        if self.normalization == "none":
+            return keras.layers.Identity(name=name)
+        return super()._norm(name)
+
+
+class EncoderBlockWithoutResidual(EncoderBlock):
+    """A pre-norm `EncoderBlock` without its two residual connections: each sublayer's output replaces its input
+    instead of being added to it."""
+
+    def call(self, x, mask=None, x_mask=None, attention_mask=None, return_attention_scores=False, training=None):
+        padding = mask if mask is not None else x_mask  # (batch, length) or None
+        h = self.attention_norm(x)
+        x = self.attention(h, h, query_mask=padding, value_mask=padding, training=training)  # no "x +"
+        return self.feed_forward(self.feed_forward_norm(x), training=training)  # no "x +"
+
+
+def encoder_classifier(block, depth, dim=64, num_heads=4, vocab_size=32, length=16, **block_kwargs):
+    """Token ids -> embedding with positions -> `depth` blocks -> mean over real tokens -> 2 logits."""
+    ids = keras.Input((None,), dtype="int32")  # any length up to 2 x `length`: room to add padding
+    x = TokenEmbedding(vocab_size, dim, max_length=2 * length)(ids)  # (batch, length, dim) + padding mask
+    for i in range(depth):
+        x = block(num_heads, 2 * dim, name=f"block_{i}", **block_kwargs)(x)
+    x = keras.layers.GlobalAveragePooling1D()(x)  # (batch, dim)
+    return keras.Model(ids, keras.layers.Dense(2)(x))
+
+
 def greedy_exact_match(model, source, target):
     """Fraction of held-out pairs that greedy decoding gets exactly right, from one teacher-forced pass.
 
@@ -98,7 +170,7 @@ def greedy_exact_match(model, source, target):
 
 
 def train_seq2seq(settings, task="reverse", learning_rate=3e-3, warmup=True, clipnorm=1.0, measure_init=False,
-                  **model_kwargs):
+                  keep_model=False, **model_kwargs):
     """Trains a tiny Seq2SeqTransformer on a digit task; returns its held-out exact match (greedy decoding),
     final training loss and validation token-accuracy curve."""
     x_train, y_train = digits.make_dataset(settings.train_samples, settings.max_digits, task, seed=settings.seed)
@@ -118,9 +190,13 @@ def train_seq2seq(settings, task="reverse", learning_rate=3e-3, warmup=True, cli
     model.compile_for_training(keras.optimizers.Adam(schedule, clipnorm=clipnorm), run_eagerly=settings.quick)
     started = time.time()
     history = model.fit((x_train, y_train[:, :-1]), y_train[:, 1:], batch_size=settings.batch_size,
-                        epochs=settings.epochs, validation_data=((x_test, y_test[:, :-1]), y_test[:, 1:]), verbose=0)
+                        epochs=settings.epochs, validation_data=((x_test, y_test[:, :-1]), y_test[:, 1:]), verbose=0,
+                        callbacks=[GradientNormCallback()])
     loss = history.history["loss"][-1]
+    if keep_model:
+        result["model"] = model
     result.update({
+        "gradient_norm": [float(v) for v in history.history["gradient_norm"]],
         "exact_match": greedy_exact_match(model, x_test, y_test),
         "final_loss": float(loss),
         "diverged": bool(not np.isfinite(loss)),
@@ -130,25 +206,32 @@ def train_seq2seq(settings, task="reverse", learning_rate=3e-3, warmup=True, cli
     return result
 
 
-def train_classifier(settings, **model_kwargs):
-    """Trains a tiny TextClassifier on the order task; returns held-out accuracy and the validation curve."""
-    x_train, y_train = make_order_task(settings.train_samples, seed=settings.seed)
-    x_test, y_test = make_order_task(settings.test_samples, seed=settings.seed + 1)
+def train_classifier(settings, build=None, task=make_order_task, learning_rate=1e-3, probe=None, **model_kwargs):
+    """Trains a tiny TextClassifier (or the model `build()` returns) on the order task (or `task`); returns
+    held-out accuracy, the validation curve and the gradient norm per epoch. `probe(model, x_test)` may add
+    numbers measured on the trained model."""
+    x_train, y_train = task(settings.train_samples, seed=settings.seed)
+    x_test, y_test = task(settings.test_samples, seed=settings.seed + 1)
     keras.utils.set_random_seed(settings.seed)
-    model = TextClassifier(32, max_length=16, num_classes=2, dim=64, depth=2, num_heads=4, mlp_dim=128, pool="mean",
-                           dropout=0.0, **model_kwargs)
+    if build is None:
+        model = TextClassifier(32, max_length=16, num_classes=2, dim=64, depth=2, num_heads=4, mlp_dim=128,
+                               pool="mean", dropout=0.0, **model_kwargs)
+    else:
+        model = build()
     steps = settings.epochs * common.steps_per_epoch(len(x_train), settings.batch_size)
-    model.compile(keras.optimizers.Adam(common.warmup_cosine(1e-3, steps, 0.1), clipnorm=1.0),
+    model.compile(keras.optimizers.Adam(common.warmup_cosine(learning_rate, steps, 0.1), clipnorm=1.0),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
                   run_eagerly=settings.quick)
     started = time.time()
     history = model.fit(x_train, y_train, batch_size=settings.batch_size, epochs=settings.epochs,
-                        validation_data=(x_test, y_test), verbose=0)
+                        validation_data=(x_test, y_test), verbose=0, callbacks=[GradientNormCallback()])
     return {
         "accuracy": float(history.history["val_accuracy"][-1]),
         "final_loss": float(history.history["loss"][-1]),
         "curve": [float(v) for v in history.history["val_accuracy"]],
+        "gradient_norm": [float(v) for v in history.history["gradient_norm"]],
         "seconds": round(time.time() - started, 1),
+        **(probe(model, x_test) if probe else {}),
     }
 
 
@@ -194,31 +277,178 @@ def combine(settings):
              **train_seq2seq(settings, position_combine=name)} for name in ("add", "concat")]
 
 
-EXPERIMENTS = {"position": position, "scaling": scaling, "heads": heads, "norm": norm, "combine": combine}
-METRICS = ("exact_match", "accuracy", "init_max_weight", "final_loss", "seconds")  # table columns, when present
+def batch_dependence(model, x_test):
+    """How far sample 0's logits move when its 7 batch mates are swapped for others, with the batch statistics of
+    training (`training=True`) and at inference; and how far they move in training when the batch gets 16 more
+    padding positions. LayerNorm normalises each token alone: 0 every way."""
+    def logits(batch, training):
+        return keras.ops.convert_to_numpy(model(batch, training=training))[0]
+
+    batch_a = x_test[:8]
+    batch_b = np.concatenate([x_test[:1], x_test[8:15]])
+    result = {}
+    for name, training in (("batch_dependence_training", True), ("batch_dependence_inference", False)):
+        result[name] = float(np.abs(logits(batch_a, training) - logits(batch_b, training)).max())
+    padded = np.pad(batch_a, ((0, 0), (0, batch_a.shape[1])))  # the same tokens, twice the padding
+    result["padding_dependence_training"] = float(np.abs(logits(batch_a, True) - logits(padded, True)).max())
+    return result
+
+
+def norm_type(settings):
+    rows = []
+    for name in ("layer", "batch", "none"):
+        result = train_classifier(settings, build=lambda: encoder_classifier(EncoderBlockWithNorm, depth=2,
+                                                                             normalization=name),
+                                  probe=batch_dependence)
+        rows.append({"task": "A before B?", "variant": f"{name} norm", **result})
+    return rows
+
+
+def residual(settings):
+    rows = []
+    for depth in (2, 8):
+        for name, block in (("with", EncoderBlock), ("without", EncoderBlockWithoutResidual)):
+            result = train_classifier(settings, build=lambda: encoder_classifier(block, depth=depth))
+            rows.append({"task": "A before B?", "variant": f"{depth} blocks, {name} residuals", **result})
+    return rows
+
+
+def repeat_rate(tokens):
+    """Fraction of generated tokens (before the end token) equal to the token just before them."""
+    repeats = total = 0
+    for row in np.asarray(tokens):
+        answer = row[: list(row).index(digits.END)] if digits.END in row else row[row > 0]
+        repeats += int(np.sum(answer[1:] == answer[:-1]))
+        total += max(len(answer) - 1, 0)
+    return repeats / max(total, 1)
+
+
+def decoding(settings):
+    # Under-trained on purpose, so the decoders have mistakes to make: a quarter of the training strings for a
+    # fifth of the epochs (at least one). 8,000 strings for one epoch already give 0.77 greedy exact match.
+    short = argparse.Namespace(**{**vars(settings), "epochs": max(1, settings.epochs // 5),
+                                  "train_samples": max(1, settings.train_samples // 4)})
+    trained = train_seq2seq(short, keep_model=True)
+    model = trained.pop("model")
+    x_test, y_test = digits.make_dataset(settings.test_samples, settings.max_digits, "reverse", seed=settings.seed + 1)
+    reference_rate = repeat_rate(y_test[:, 1:])
+    rows = []
+    for name, options in (("greedy", dict(strategy="greedy")), ("top-k (k=3)", dict(strategy="top_k", k=3)),
+                          ("top-p (p=0.9)", dict(strategy="top_p", p=0.9)),
+                          ("beam (4 beams)", dict(strategy="beam", num_beams=4))):
+        started = time.time()
+        tokens = model.generate(x_test, max_length=settings.max_digits + 1, start_id=digits.START,
+                                end_id=digits.END, seed=settings.seed, **options)
+        rows.append({"task": "reverse digits, under-trained", "variant": name,
+                     "exact_match": digits.exact_match(tokens, y_test), "repeat_rate": repeat_rate(tokens),
+                     "reference_repeat_rate": reference_rate, "curve": trained["curve"],
+                     "seconds": round(time.time() - started, 1)})
+    return rows
+
+
+def heads_lookup(settings):
+    def distances(model, x_test):  # (layers=1, heads) -> one number per head
+        maps = attention_maps(model, x_test[:128])
+        return {"mean_attention_distance": [float(d) for d in visualize.mean_attention_distance(
+            maps, grid=(1, x_test.shape[1]), num_prefix_tokens=0)[0]]}
+
+    rows = []
+    for h in (1, 2, 4):
+        result = train_classifier(settings, build=lambda: encoder_classifier(EncoderBlock, depth=1, dim=32,
+                                                                             num_heads=h),
+                                  task=make_two_lookup_task, learning_rate=3e-3, probe=distances)
+        rows.append({"task": "A before B and C?", "variant": f"{h} head{'s' if h > 1 else ''} x {32 // h}",
+                     **result})
+    return rows
+
+
+EXPERIMENTS = {"position": position, "scaling": scaling, "heads": heads, "norm": norm, "combine": combine,
+               "norm_type": norm_type, "residual": residual, "decoding": decoding, "heads_lookup": heads_lookup}
+# Table columns, when present: means ± standard deviations over the seeds.
+METRICS = ("exact_match", "accuracy", "repeat_rate", "reference_repeat_rate", "init_max_weight",
+           "batch_dependence_training", "batch_dependence_inference", "padding_dependence_training",
+           "first_gradient_norm", "last_gradient_norm",
+           "final_loss", "seconds")
+
+
+def run_seeds(experiment, args):
+    """Runs the experiment once per seed and averages each variant's numbers: `<metric>` is the mean,
+    `<metric>_sd` the standard deviation over the seeds (ddof=1), lists (curves) are averaged element-wise, and
+    `runs` keeps every seed's own numbers."""
+    per_seed = []
+    for i in range(args.seeds):
+        rows = experiment(argparse.Namespace(**{**vars(args), "seed": args.seed + i}))
+        for row in rows:
+            if "gradient_norm" in row:
+                row["first_gradient_norm"] = row["gradient_norm"][0]
+                row["last_gradient_norm"] = row["gradient_norm"][-1]
+        per_seed.append(rows)
+    averaged = []
+    for runs in zip(*per_seed):  # the same variant under each seed
+        row = {"task": runs[0]["task"], "variant": runs[0]["variant"],
+               "seeds": [args.seed + i for i in range(len(runs))]}
+        for key, value in runs[0].items():
+            values = [run[key] for run in runs]
+            if key in ("task", "variant"):
+                continue
+            if isinstance(value, bool):
+                row[f"{key}_runs"] = int(sum(values))  # e.g. how many seeds diverged
+                row[key] = bool(any(values))
+            elif isinstance(value, (int, float)):
+                row[key] = float(np.mean(values))
+                row[f"{key}_sd"] = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+            elif isinstance(value, list):
+                row[key] = [float(v) for v in np.mean(np.asarray(values, dtype="float64"), axis=0)]
+        row["runs"] = [{k: v for k, v in run.items() if k not in ("task", "variant")} for run in runs]
+        averaged.append(row)
+    return averaged
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Reporting.
 
 
+def _cell(row, column):
+    if column not in row:
+        return ""
+    if column == "final_loss" and row.get("diverged"):
+        return f"diverged ({row['diverged_runs']}/{len(row['runs'])} seeds)" if "runs" in row else "diverged"
+    if column == "seconds":
+        return f"{row[column]:.0f}"
+    spread = f" ± {row[column + '_sd']:.3f}" if f"{column}_sd" in row else ""
+    return f"{row[column]:.3f}{spread}"
+
+
 def table(rows):
-    """The rows as a Markdown table."""
+    """The rows as a Markdown table (mean ± sd over the seeds)."""
     columns = [m for m in METRICS if any(m in row for row in rows)]
-    lines = ["| task | variant | " + " | ".join(columns) + " |", "|---|---|" + "---|" * len(columns)]
+    distances = any("mean_attention_distance" in row for row in rows)
+    lines = ["| task | variant | " + " | ".join(columns) + (" | attention distance per head" if distances else "")
+             + " |", "|---|---|" + "---|" * (len(columns) + distances)]
     for row in rows:
-        cells = [("diverged" if row.get("diverged") and c == "final_loss" else f"{row[c]:.3f}" if c != "seconds"
-                  else f"{row[c]:.0f}") if c in row else "" for c in columns]
+        cells = [_cell(row, c) for c in columns]
+        if distances:
+            cells.append(" / ".join(f"{d:.1f}" for d in row.get("mean_attention_distance", [])))
         lines.append(f"| {row['task']} | {row['variant']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def plot(name, rows, path):
-    """Validation-accuracy curves, one panel per task."""
+    """Validation-accuracy curves, one panel per task (the mean over seeds), and the gradient norm per epoch
+    below them when it was logged."""
     tasks = list(dict.fromkeys(row["task"] for row in rows))
-    figure = Figure(figsize=(6 * len(tasks), 4))
-    axes = np.atleast_1d(figure.subplots(1, len(tasks)))
-    for ax, task in zip(axes, tasks):
+    norms = any("gradient_norm" in row for row in rows)
+    figure = Figure(figsize=(6 * len(tasks), 4 * (1 + norms)))
+    axes = np.asarray(figure.subplots(1 + norms, len(tasks))).reshape(1 + norms, len(tasks))
+    if norms:
+        for ax, task in zip(axes[1], tasks):
+            for row in (r for r in rows if r["task"] == task and "gradient_norm" in r):
+                ax.plot(np.arange(1, len(row["gradient_norm"]) + 1), row["gradient_norm"], marker="o",
+                        label=row["variant"])
+            ax.set(title=f"{name}: {task}", xlabel="epoch", ylabel="gradient norm (mean over steps)", yscale="log")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.legend(fontsize=8)
+    for ax, task in zip(axes[0], tasks):
         for row in (r for r in rows if r["task"] == task):
             ax.plot(np.arange(1, len(row["curve"]) + 1), row["curve"], marker="o", label=row["variant"])
         ax.set(title=f"{name}: {task}", xlabel="epoch", ylabel="validation accuracy", ylim=(0, 1.02))
@@ -236,7 +466,7 @@ def main(argv=None):
     results = {}
     for name in EXPERIMENTS if args.experiment == "all" else [args.experiment]:
         started = time.time()
-        rows = EXPERIMENTS[name](args)
+        rows = run_seeds(EXPERIMENTS[name], args)
         text = table(rows)
         print(f"\n## {name} ({time.time() - started:.0f} s)\n\n{text}")
         with open(os.path.join(output_dir, f"{name}.md"), "w", encoding="utf-8") as file:

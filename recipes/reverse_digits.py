@@ -2,7 +2,10 @@
 
 No download. A small encoder-decoder `Seq2SeqTransformer` learns the task with teacher forcing, then generates
 answers for held-out strings with greedy and beam search. Its cross-attention is drawn every epoch: for
-reversal it becomes the anti-diagonal, each output digit looking at its mirror image in the input.
+reversal it becomes the anti-diagonal, each output digit looking at its mirror image in the input. It also
+draws the sinusoidal positional encoding it adds to the digits (`position_encoding.png`) and the decoder's
+causal self-attention, a lower triangle (`decoder_self_attention.png`), and logs the gradient norm per epoch
+(`gradient_norm` in `history.csv` and `curves.png`).
 
     python -m recipes.reverse_digits                 # about 2 minutes on 2 CPU cores, >= 99% exact match
     python -m recipes.reverse_digits --task sort --epochs 10
@@ -44,8 +47,9 @@ import numpy as np  # noqa: E402
 
 from keras_tfm import visualize  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
-from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
+from keras_tfm.callbacks import AttentionMapCallback, GradientNormCallback  # noqa: E402
 from keras_tfm.data import digits  # noqa: E402
+from keras_tfm.layers import sinusoidal_position_encoding  # noqa: E402
 from keras_tfm.models import Seq2SeqTransformer  # noqa: E402
 
 
@@ -77,7 +81,9 @@ def main(argv=None, extra_callbacks=()):
     sample = (x_test[:1], y_test[:1, :-1])  # one held-out string, drawn at every epoch
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), tokens=digits.VOCABULARY,
                                      html=True)]
-    callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
+    # The gradient norm goes first, so the CSV logger sees it (a climbing norm is the sign of divergence).
+    callbacks = [GradientNormCallback()] + common.standard_callbacks(
+        output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
     model.fit((x_train, y_train[:, :-1]), y_train[:, 1:], batch_size=args.batch_size, epochs=args.epochs,
               validation_data=((x_test, y_test[:, :-1]), y_test[:, 1:]), callbacks=callbacks, verbose=common.fit_verbosity())
 
@@ -93,12 +99,24 @@ def main(argv=None, extra_callbacks=()):
 
     # The alignment of the model's own answers: target input = start + generated tokens.
     answer_input = np.concatenate([np.full((4, 1), digits.START, "int32"), greedy[:4, :-1]], axis=1)
-    cross = [m for name, m in attention_maps(model, (x_test[:4], answer_input)).items() if name.endswith("cross_attention")]
+    maps = attention_maps(model, (x_test[:4], answer_input))
+    cross = [m for name, m in maps.items() if name.endswith("cross_attention")]
     source_tokens = [digits.VOCABULARY[t] for t in x_test[0] if t]
     answer_tokens = ["<s>"] + [digits.VOCABULARY[t] for t in greedy[0] if t]
     figure = visualize.plot_alignment(source_tokens, answer_tokens, cross[-1][0].mean(0),
                                       title=f"{args.task}: cross-attention of the last decoder block")
     visualize.save_figure(figure, os.path.join(output_dir, "alignment.png"))
+    # The decoder's masked self-attention: each answer token sees only itself and the tokens before it.
+    causal = [m for name, m in maps.items() if name.endswith("self_attention")][-1]
+    figure = visualize.plot_attention_heads(causal, answer_tokens, answer_tokens,
+                                            title="decoder self-attention (causal: nothing above the diagonal)")
+    visualize.save_figure(figure, os.path.join(output_dir, "decoder_self_attention.png"))
+    # The positions the model adds to the digit embeddings: one row per position, one column per channel.
+    embedding = model.get_layer("source_embedding")
+    table = keras.ops.convert_to_numpy(sinusoidal_position_encoding(args.max_digits + 2, embedding.position_dim))
+    figure = visualize.plot_position_encoding(table, title=f"sinusoidal positional encoding ({table.shape[0]} "
+                                              f"positions x {table.shape[1]} channels)")
+    visualize.save_figure(figure, os.path.join(output_dir, "position_encoding.png"))
 
     summary = common.finish(model, output_dir, args, metrics, started)
     print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")

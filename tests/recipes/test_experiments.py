@@ -14,6 +14,10 @@ VARIANTS = {
     "heads": 3,
     "norm": 6,
     "combine": 2,
+    "norm_type": 3,
+    "residual": 4,
+    "decoding": 4,
+    "heads_lookup": 3,
 }
 
 
@@ -31,6 +35,28 @@ def test_quick_variant_runs_and_writes_its_table(name, tmp_path, capsys):
     assert all(row["variant"] in table for row in rows) and table.split("\n", 2)[2] in capsys.readouterr().out
     assert json.loads((tmp_path / f"{name}.json").read_text())["rows"] == rows
     assert os.path.getsize(tmp_path / f"{name}.png") > 0
+    for row in rows:  # two seeds in --quick: every number is a mean with its spread, every run kept
+        assert row["seeds"] == [0, 1] and len(row["runs"]) == 2
+        key = "exact_match" if "exact_match" in row else "accuracy"
+        assert row[key] == pytest.approx(np.mean([run[key] for run in row["runs"]]))
+        assert row[f"{key}_sd"] == pytest.approx(np.std([run[key] for run in row["runs"]], ddof=1))
+        assert f"{row[key]:.3f} ± {row[key + '_sd']:.3f}" in table
+        if name != "decoding":  # every training run logs its gradient norm, plotted below the curves
+            assert all(np.isfinite(run["gradient_norm"][0]) and run["gradient_norm"][0] > 0 for run in row["runs"])
+    if name == "norm_type":  # a LayerNorm model's sample ignores its batch mates; BatchNorm's does not, in training
+        moved = {row["variant"]: row["batch_dependence_training"] for row in rows}
+        assert moved["layer norm"] < 1e-5 and moved["none norm"] < 1e-5 and moved["batch norm"] > 1e-3
+        assert max(row["batch_dependence_inference"] for row in rows) < 1e-5  # moving statistics at inference
+        padding = {row["variant"]: row["padding_dependence_training"] for row in rows}
+        assert padding["layer norm"] < 1e-5 and padding["none norm"] < 1e-5 and padding["batch norm"] > 1e-3
+    if name == "decoding":
+        assert all(0.0 <= row["repeat_rate"] <= 1.0 for row in rows)
+        assert len({row["reference_repeat_rate"] for row in rows}) == 1
+    if name == "heads_lookup":  # one attention distance per head, each between 0 and the sequence length
+        for row in rows:
+            heads = int(row["variant"].split()[0])
+            assert len(row["mean_attention_distance"]) == heads
+            assert all(0.0 < d < 16 for d in row["mean_attention_distance"])
     if name == "scaling":  # unscaled logits start with more peaked attention, more so for bigger heads
         peak = {row["variant"]: row["init_max_weight"] for row in rows}
         assert peak["d_k=128, scale none"] > peak["d_k=16, scale none"] > peak["d_k=16, scale 1/√d_k"]
@@ -54,6 +80,36 @@ def test_teacher_forced_exact_match_equals_greedy_generation(trained_reverser):
     per_row = np.all(generated == target[:, 1:], axis=1)
     assert 0.3 < per_row.mean() < 0.7  # some right, some wrong: the comparison means something
     assert experiments.greedy_exact_match(trained_reverser, source, target) == pytest.approx(per_row.mean())
+
+
+def test_two_lookup_task_labels_a_before_both_b_and_c():
+    ids, labels = experiments.make_two_lookup_task(500, seed=3)
+    assert 0.2 < labels.mean() < 0.5  # A first among three: 1/3 of the time
+    for row, label in zip(ids, labels):
+        a, b, c = (int(np.argmax(row == token)) for token in (1, 2, 3))
+        assert label == int(a < b and a < c)
+
+
+def test_repeat_rate_counts_tokens_equal_to_the_one_before_up_to_the_end():
+    end = digits.END
+    tokens = np.array([[5, 5, 5, 6, end, 7, 7], [8, 9, end, 0, 0, 0, 0]])
+    assert experiments.repeat_rate(tokens) == pytest.approx(2 / 4)  # 3 + 1 neighbour pairs, 2 repeats
+
+
+def test_a_block_without_residuals_does_not_carry_its_input_through():
+    import keras
+
+    x = np.random.default_rng(0).normal(size=(2, 5, 16)).astype("float32")
+    plain = experiments.EncoderBlockWithoutResidual(num_heads=2, mlp_dim=32)
+    full = experiments.EncoderBlock(num_heads=2, mlp_dim=32)
+    for block in (plain, full):  # every weight zero: both sublayers output 0
+        block(x)
+        block.set_weights([np.zeros(w.shape, "float32") for w in block.get_weights()])
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(full(x)), x, atol=1e-6)  # the residual path: x itself
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(plain(x)), 0.0, atol=1e-6)  # nothing gets through
+    for bad in ("group", None):
+        with pytest.raises(ValueError, match="normalization"):
+            experiments.EncoderBlockWithNorm(num_heads=2, mlp_dim=32, normalization=bad)
 
 
 def test_bad_experiment_name_is_a_usage_error(capsys):

@@ -16,7 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 @pytest.mark.slow
 def test_quick_run_learns_writes_every_promised_file_and_is_never_overwritten(tmp_path, capsys):
     summary = reverse_digits.main(["--quick", "--output-dir", str(tmp_path)])
-    for name in ("model.keras", "checkpoint.keras", "history.csv", "curves.png", "summary.json", "alignment.png"):
+    for name in ("model.keras", "checkpoint.keras", "history.csv", "curves.png", "summary.json", "alignment.png",
+                 "position_encoding.png", "decoder_self_attention.png"):
         assert os.path.getsize(tmp_path / name) > 0, name
     assert any(name.endswith("_alignment_0.png") for name in os.listdir(tmp_path / "attention"))
     explorer = tmp_path / "attention" / "attention.html"  # one page, both epochs on its slider
@@ -28,6 +29,8 @@ def test_quick_run_learns_writes_every_promised_file_and_is_never_overwritten(tm
     # It learned something: the loss fell, and the saved model loads and predicts the digits' vocabulary.
     history = common.read_history(str(tmp_path))
     assert history["loss"][1] < history["loss"][0] and history["val_loss"][1] < history["val_loss"][0]
+    assert len(history["gradient_norm"]) == 2 and all(0 < n <= m for n, m in zip(history["gradient_norm"],
+                                                                                  history["gradient_norm_max"]))
     model = keras.saving.load_model(tmp_path / "model.keras")
     source, target = digits.make_dataset(4, 6, "reverse", seed=5)
     assert model.predict((source, target[:, :-1]), verbose=0).shape == (4, target.shape[1] - 1, digits.VOCAB_SIZE)

@@ -163,3 +163,17 @@ def test_a_word_wider_than_the_line_widens_the_figure():
     figure = visualize.plot_token_attention(["a", "x" * 200, "b"], [0.1, 0.5, 0.9], width=3)
     _, boxes = word_boxes(figure)
     assert all(box.x1 <= figure.bbox.width for box in boxes) and figure.get_size_inches()[0] > 3
+
+
+@pytest.mark.parametrize("source_length", [1, 3, 12])
+def test_alignment_title_is_never_cut(source_length):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    title = "reverse: cross-attention of the last decoder block"
+    figure = visualize.plot_alignment(list("abcdefghijkl"[:source_length]), ["x", "y"],
+                                      np.random.rand(2, source_length), title=title)
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw(renderer)
+    [shown] = [text for text in figure.texts if text.get_text() == title]
+    box, page = shown.get_window_extent(renderer), figure.bbox
+    assert box.x0 >= page.x0 and box.x1 <= page.x1 and box.y1 <= page.y1

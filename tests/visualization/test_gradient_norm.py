@@ -1,0 +1,67 @@
+"""GradientNormCallback: the global gradient norm per epoch in the training logs, on every backend."""
+
+import csv
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tfm.callbacks import GradientNormCallback
+
+
+def linear_model(learning_rate):
+    # y = w·x with w = (1, 1): for x = (1, 2) and target 0, the squared error (w·x)² has gradient
+    # 2·(w·x)·x = (6, 12).
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")])
+    model.compile(keras.optimizers.SGD(learning_rate), "mean_squared_error")
+    return model
+
+
+X, Y = np.array([[1.0, 2.0]] * 3, "float32"), np.zeros((3, 1), "float32")
+
+
+def test_the_logged_norm_is_the_gradient_norm_worked_by_hand(tmp_path):
+    model = linear_model(0.0)  # the weights never change, so every step has the same gradient
+    variables_before = len(model.optimizer.variables) if model.optimizer.built else None
+    log = tmp_path / "history.csv"
+    history = model.fit(X, Y, batch_size=1, epochs=2, verbose=0,
+                        callbacks=[GradientNormCallback(), keras.callbacks.CSVLogger(str(log))])
+    expected = np.sqrt(6.0 ** 2 + 12.0 ** 2)  # 13.416...
+    assert history.history["gradient_norm"] == pytest.approx([expected] * 2, rel=1e-6)
+    assert history.history["gradient_norm_max"] == pytest.approx([expected] * 2, rel=1e-6)
+    with open(log, newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert [float(row["gradient_norm"]) for row in rows] == pytest.approx([expected] * 2, rel=1e-6)
+    # After fit the optimizer is as it was: its own apply and no extra variables.
+    assert "apply" not in vars(model.optimizer)
+    assert variables_before is None or len(model.optimizer.variables) == variables_before
+    assert not [v for v in model.optimizer.variables if "gradient_norm" in v.path]
+
+
+def test_mean_and_max_over_steps_that_change_and_training_is_unchanged():
+    plain, measured = linear_model(0.05), linear_model(0.05)
+    plain.fit(X, Y, batch_size=1, epochs=2, verbose=0)
+    history = measured.fit(X, Y, batch_size=1, epochs=2, verbose=0, callbacks=[GradientNormCallback()])
+    np.testing.assert_allclose(measured.get_weights()[0], plain.get_weights()[0], rtol=1e-6)
+    # Replay the six SGD steps by hand: w ← w - lr·2(w·x)x.
+    w, x, norms = np.ones(2), np.array([1.0, 2.0]), []
+    for _ in range(6):
+        gradient = 2 * (w @ x) * x
+        norms.append(np.linalg.norm(gradient))
+        w = w - 0.05 * gradient
+    assert history.history["gradient_norm"] == pytest.approx([np.mean(norms[:3]), np.mean(norms[3:])], rel=1e-4)
+    assert history.history["gradient_norm_max"] == pytest.approx([max(norms[:3]), max(norms[3:])], rel=1e-4)
+    # A second fit with the callback measures again from scratch.
+    again = measured.fit(X, Y, batch_size=3, epochs=1, verbose=0, callbacks=[GradientNormCallback()])
+    assert np.isfinite(again.history["gradient_norm"][0])
+
+
+def test_the_norm_is_read_before_clipping_and_clipping_bounds_the_step():
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")])
+    model.compile(keras.optimizers.SGD(1.0, clipnorm=1.0), "mean_squared_error")
+    before = model.get_weights()[0].copy()
+    history = model.fit(X[:1], Y[:1], batch_size=1, epochs=1, verbose=0, callbacks=[GradientNormCallback()])
+    assert history.history["gradient_norm"][0] == pytest.approx(np.sqrt(6.0 ** 2 + 12.0 ** 2), rel=1e-6)
+    step = model.get_weights()[0] - before  # lr 1 x the clipped gradient: norm 1, same direction as (6, 12)
+    assert np.linalg.norm(step) == pytest.approx(1.0, rel=1e-5)
+    np.testing.assert_allclose(step[:, 0], -np.array([6.0, 12.0]) / np.sqrt(180.0), rtol=1e-5)
