@@ -377,7 +377,8 @@ def plot_position_encoding(pe, title="positional encoding"):
     shown = axes[0].imshow(pe, cmap="RdBu", aspect="auto")
     axes[0].set_xlabel("channel")
     axes[0].set_ylabel("position")
-    axes[0].set_title(title)
+    axes[0].set_title("the code of each position")
+    figure.suptitle(title)  # across the whole figure: a long title is never cut at the edge
     figure.colorbar(shown, ax=axes[0])
     similarity = axes[1].imshow(cosine_similarity(pe), cmap="viridis", vmin=-1, vmax=1)
     axes[1].set_xlabel("position")

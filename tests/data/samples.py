@@ -63,3 +63,14 @@ def write(path, lines):
     with opener(path, "wt", encoding="utf-8") as file:
         file.writelines(line + "\n" for line in lines)
     return str(path)
+
+
+def write_multi30k_folder(folder):
+    """A Multi30k-layout folder (train .gz, val and test_2016_flickr plain) of generated pairs; returns
+    {split: (english path, german path)}."""
+    paths = {}
+    for split, stem, samples in (("train", "train", 600), ("validation", "val", 40), ("test", "test_2016_flickr", 20)):
+        source, target = make_corpus(samples, seed=len(stem))
+        suffix = ".gz" if split == "train" else ""  # both kinds of file
+        paths[split] = (write(folder / f"{stem}.en{suffix}", source), write(folder / f"{stem}.de{suffix}", target))
+    return paths

@@ -6,18 +6,13 @@ import os
 import pytest
 
 from keras_tfm.data import translation
-from tests.data.samples import make_corpus, write
+from tests.data.samples import make_corpus, write, write_multi30k_folder
 
 
 @pytest.fixture(scope="module")
 def corpus_files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("corpus")
-    paths = {}
-    for split, stem, samples in (("train", "train", 600), ("validation", "val", 40), ("test", "test_2016_flickr", 20)):
-        source, target = make_corpus(samples, seed=len(stem))
-        suffix = ".gz" if split == "train" else ""  # both kinds of file
-        paths[split] = (write(folder / f"{stem}.en{suffix}", source), write(folder / f"{stem}.de{suffix}", target))
-    return folder, paths
+    return folder, write_multi30k_folder(folder)
 
 
 def test_loaders_read_aligned_files_and_the_multi30k_layout(corpus_files):

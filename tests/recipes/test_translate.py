@@ -6,19 +6,14 @@ import pytest
 from keras_tfm.data import translation
 from keras_tfm.text import Translator
 from recipes import translate
-from tests.data.samples import make_corpus, write
+from tests.data.samples import make_corpus, write_multi30k_folder
 from tests.helpers import epochs_in
 
 
 @pytest.fixture(scope="module")
 def corpus_files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("corpus")
-    paths = {}
-    for split, stem, samples in (("train", "train", 600), ("validation", "val", 40), ("test", "test_2016_flickr", 20)):
-        source, target = make_corpus(samples, seed=len(stem))
-        suffix = ".gz" if split == "train" else ""  # both kinds of file
-        paths[split] = (write(folder / f"{stem}.en{suffix}", source), write(folder / f"{stem}.de{suffix}", target))
-    return folder, paths
+    return folder, write_multi30k_folder(folder)
 
 
 def test_a_resumed_run_reuses_its_saved_tokenizers(tmp_path):
