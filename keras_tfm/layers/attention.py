@@ -34,7 +34,7 @@ class MultiHeadAttention(keras.layers.Layer):
     masks gives the same output.
 
     Two code paths compute the same thing. When attention weights are not requested (and attention dropout
-    is off), the fused `keras.ops.dot_product_attention` runs (cuDNN/flash kernels where the backend has
+    is off, and the value heads are as wide as the key heads), the fused `keras.ops.dot_product_attention` runs (cuDNN/flash kernels where the backend has
     them). When `return_attention_scores=True` (or attention dropout is active in training), the explicit
     path below computes `softmax(QKᵀ/√d_k)` itself and returns the weights.
 
@@ -264,7 +264,10 @@ class MultiHeadAttention(keras.layers.Layer):
             query_heads, key_heads, query_mask, value_mask, key_mask, attention_mask, use_causal_mask, causal_offset
         )  # (batch, query_len, key_len) or None
         attention_dropout_active = bool(training) and self.dropout > 0
-        if return_attention_scores or attention_dropout_active or self.score_recorder is not None:
+        # The fused kernel wants one head size for queries, keys and values (JAX's rejects value_dim != key_dim).
+        fused_fits = self.head_value_dim == self.head_key_dim
+        explicit = return_attention_scores or attention_dropout_active or self.score_recorder is not None
+        if explicit or not fused_fits:
             attended, scores = self.compute_attention(query_heads, key_heads, value_heads, mask, training)
             if self.score_recorder is not None:
                 self.score_recorder(self, scores)
