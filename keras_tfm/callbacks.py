@@ -173,7 +173,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
         first = self._history is None
         if first:
             image = self.inputs[0] if self.kind == "image" else None
-            patch_embedding = next((l for l in self.model._flatten_layers() if isinstance(l, PatchEmbedding)), None)
+            patch_embedding = next((l for l in iter_layers(self.model) if isinstance(l, PatchEmbedding)), None)
             prefix = None if image is None or patch_embedding is None else int(patch_embedding.class_token)
             self._history = AttentionHistory(tokens=self._explorer_tokens(maps), title=f"{self.model.name}: attention",
                                              image=image, num_prefix_tokens=prefix)

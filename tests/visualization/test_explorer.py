@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from keras_tfm import visualize
-from keras_tfm.attention_probe import attention_maps
+from keras_tfm.attention_probe import attention_maps, iter_layers
 from keras_tfm.callbacks import AttentionMapCallback
 from keras_tfm.data import digits
 from keras_tfm.explorer import AttentionHistory, attention_html, save_attention_html, show_attention
@@ -44,7 +44,7 @@ def stored_weights(data, epoch, layer):
 def sharpen(model, factor=4.0):
     """Scales the query and key projections: a fresh model's near-uniform attention becomes peaked and differs
     between heads and rows, so that a view showing the wrong row or head would be caught."""
-    for layer in model._flatten_layers():
+    for layer in iter_layers(model):
         if layer.name in ("query", "key"):
             layer.kernel.assign(layer.kernel * factor)
     return model
