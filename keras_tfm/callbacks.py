@@ -173,7 +173,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
         first = self._history is None
         if first:
             image = self.inputs[0] if self.kind == "image" else None
-            patch_embedding = next((l for l in iter_layers(self.model) if isinstance(l, PatchEmbedding)), None)
+            patch_embedding = self._patch_embedding()
             prefix = None if image is None or patch_embedding is None else int(patch_embedding.class_token)
             self._history = AttentionHistory(tokens=self._explorer_tokens(maps), title=f"{self.model.name}: attention",
                                              image=image, num_prefix_tokens=prefix)
@@ -186,14 +186,19 @@ class AttentionMapCallback(keras.callbacks.Callback):
     def _explorer_tokens(self, maps):
         """The first sample's token labels as the page wants them (None for images: positions are numbered)."""
         if self.kind == "seq2seq":
-            source, target = (self.tokens if isinstance(self.tokens, tuple) and len(self.tokens) == 2
-                              else (self.tokens, self.tokens))
+            source, target = self._seq2seq_vocabularies()
             return _token_strings(self.inputs[0][0], source), _token_strings(self.inputs[1][0], target)
         if self.kind == "text":
-            words = _token_strings(self.inputs[0], self.tokens)
-            has_class_token = list(maps.values())[0].shape[-1] == self.inputs.shape[1] + 1
-            return ["[CLS]"] + words if has_class_token else words
+            return self._text_words(list(maps.values())[0].shape[-1])
         return None
+
+    def _text_words(self, map_width):
+        """Sample 0's real words, after a "[CLS]" when the maps are one token wider than the ids (a class token)."""
+        words = _token_strings(self.inputs[0], self.tokens)
+        return ["[CLS]"] + words if map_width == self.inputs.shape[1] + 1 else words
+
+    def _patch_embedding(self):
+        return next((layer for layer in iter_layers(self.model) if isinstance(layer, PatchEmbedding)), None)
 
     def _head_tokens(self, name, weights):
         """`(query_tokens, key_tokens)` of the first sample in the map `name`: its real tokens (with "[CLS]" where
@@ -202,10 +207,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
         if self.kind == "image":
             return None, None
         if self.kind == "text":
-            words = _token_strings(self.inputs[0], self.tokens)
-            if weights.shape[-1] == self.inputs.shape[1] + 1:  # a [CLS] token before the words
-                words = ["[CLS]"] + words
-            query_tokens = key_tokens = words
+            query_tokens = key_tokens = self._text_words(weights.shape[-1])
         else:
             source_vocabulary, target_vocabulary = self._seq2seq_vocabularies()
             source = _token_strings(self.inputs[0][0], source_vocabulary)
@@ -232,7 +234,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
 
     def _image_figures(self, maps, predicted):
         rollout = visualize.attention_rollout(maps)
-        patch_embedding = next((l for l in iter_layers(self.model) if isinstance(l, PatchEmbedding)), None)
+        patch_embedding = self._patch_embedding()
         prefix = int(patch_embedding.class_token) if patch_embedding is not None else 1
         figures = []
         for i in range(min(len(self.inputs), self.max_samples)):

@@ -50,7 +50,7 @@ import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from keras_tfm.data import DataUnavailable  # noqa: E402
-from recipes.flags import DISTRIBUTE, fraction, non_negative_float, positive_float, positive_int  # noqa: E402,F401
+from recipes.flags import DISTRIBUTE  # noqa: E402
 
 FINISHED = "summary.json"  # written last by `finish`: its presence means the run is complete
 

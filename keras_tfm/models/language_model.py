@@ -237,8 +237,7 @@ class TransformerLM(PresetModel, keras.Model):
             raise ValueError(f"Every prompt needs at least one token. Received: empty rows {empty} in `prompt_ids`")
         if np.any(np.cumsum(prompt_ids == 0, axis=1)[prompt_ids != 0] > 0):
             raise ValueError("`prompt_ids` must be right-padded: a row's tokens first, then only zeros.")
-        if np.any((prompt_ids < 0) | (prompt_ids >= self.vocab_size)):
-            raise ValueError(f"`prompt_ids` must lie in [0, vocab_size) = [0, {self.vocab_size}).")
+        _checks.token_ids("prompt_ids", prompt_ids, self.vocab_size)
         batch, prompt_len = prompt_ids.shape
         total = prompt_len + max_new_tokens
         if total > self.max_length:
