@@ -18,6 +18,18 @@ def _token_weights(y_true, ignore_id, sample_weight=None):
     return weights
 
 
+def _replica_share(loss):
+    """`loss` divided by the replicas of a `tf.distribute` strategy, as Keras' own losses are: the replicas'
+    gradients are summed, so each must be the gradient of its share of the mean (and Keras multiplies the
+    logged loss back). Unchanged without a strategy and on the other backends."""
+    if keras.backend.backend() != "tensorflow":
+        return loss
+    import tensorflow as tf
+
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    return loss / replicas if replicas > 1 else loss
+
+
 def _check_shifted(y_true, y_pred):
     """Labels and predictions must be equally long; off by one almost always means unshifted targets."""
     true_length, pred_length = _static(y_true.shape, 1), _static(y_pred.shape, 1)
@@ -59,8 +71,9 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         self.ignore_id = ignore_id
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        # The mask comes from the labels here, so Keras' own mask handling (from y_pred) is bypassed.
-        return self.call(y_true, y_pred, sample_weight)
+        # The mask comes from the labels here, so Keras' own mask handling (from y_pred) is bypassed; its
+        # scaling for a distribution strategy is done here instead.
+        return _replica_share(self.call(y_true, y_pred, sample_weight))
 
     def call(self, y_true, y_pred, sample_weight=None):
         _check_shifted(y_true, y_pred)

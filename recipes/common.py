@@ -11,6 +11,12 @@ A run writes into `runs/<recipe>/<timestamp>/` (or `--output-dir`):
 
 Start a killed run again with the same `--output-dir` and it resumes after the last finished epoch; a finished
 run (one with `summary.json`) is never overwritten unless `--overwrite` says so.
+
+With `--distribute multiworker` every worker runs the same command (TF_CONFIG tells each one its part) and
+trains on its share of every global batch; only the chief writes the run folder. Every other worker writes the
+same files, as it must (saving may need every worker), into a folder of its own beside it,
+`<run folder>.worker_<index>`: that folder holds its `backup/` while the run is unfinished, and `finish`
+deletes it at the end (the TensorFlow multi-worker guide's `workertemp_` folders).
 """
 
 import csv
@@ -54,6 +60,10 @@ from recipes.flags import DISTRIBUTE  # noqa: E402
 
 FINISHED = "summary.json"  # written last by `finish`: its presence means the run is complete
 
+# Set by `distribution_strategy`: this process's (task type, index) when it is a worker of a multi-worker
+# cluster other than the chief, else None. `output_directory` and `finish` read it.
+_non_chief_worker = None
+
 
 def fit_verbosity():
     """Keras' progress bar on a terminal (`verbose=1`), one line per epoch in a log file or pipe (`verbose=2`)."""
@@ -65,28 +75,46 @@ def output_directory(recipe, requested=None, overwrite=False):
 
     A folder holding a finished run (its `summary.json`) is never reused silently: the recipe says so and exits
     with status 0, touching nothing, unless `overwrite` (the `--overwrite` flag) asks to delete it and start
-    again. A folder of an interrupted run is returned as it is, and training resumes there.
+    again. A folder of an interrupted run is returned as it is, and training resumes there. A non-chief worker
+    of a multi-worker run gets its own temporary folder beside it (see the module docstring).
     """
     path = requested or os.path.join("runs", recipe, time.strftime("%Y%m%d-%H%M%S"))
-    if os.path.exists(os.path.join(path, FINISHED)):
-        if not overwrite:
-            print(f"{path} holds a finished {recipe} run ({FINISHED} is there); nothing to do. To train again, "
-                  "give a new --output-dir (or none, for a new timestamped folder), or add --overwrite to delete "
-                  "this run and start from scratch.")
-            raise SystemExit(0)
+    finished = os.path.exists(os.path.join(path, FINISHED))
+    if finished and not overwrite:
+        print(f"{path} holds a finished {recipe} run ({FINISHED} is there); nothing to do. To train again, "
+              "give a new --output-dir (or none, for a new timestamped folder), or add --overwrite to delete "
+              "this run and start from scratch.")
+        raise SystemExit(0)
+    if _non_chief_worker is not None:
+        task_type, index = _non_chief_worker
+        path = f"{os.path.normpath(path)}.{task_type}_{index}"  # the chief alone deletes (and writes) the run
+    if finished and os.path.exists(path):
         shutil.rmtree(path)
     os.makedirs(path, exist_ok=True)
     return path
 
 
 def distribution_strategy(name):
-    """The tf.distribute strategy for `--distribute` (requires the TensorFlow backend unless "none")."""
+    """What `--distribute` asks for: None for "none"; a `tf.distribute` strategy for "mirrored" and
+    "multiworker" (TensorFlow backend); for "data_parallel" (JAX backend), `keras.distribution.DataParallel`
+    over the local devices, made the global distribution. Another backend gets a ValueError naming the flag
+    that fits it."""
+    global _non_chief_worker
     if name not in DISTRIBUTE:
         raise ValueError(f"`distribute` must be one of {list(DISTRIBUTE)}. Received: {name!r}")
+    _non_chief_worker = None
     if name == "none":
         return None
-    if keras.backend.backend() != "tensorflow":
-        raise ValueError(f"--distribute {name} uses tf.distribute and needs KERAS_BACKEND=tensorflow.")
+    backend = keras.backend.backend()
+    wanted = "jax" if name == "data_parallel" else "tensorflow"
+    if backend != wanted:
+        fits = {"jax": "--distribute data_parallel", "tensorflow": "--distribute mirrored or multiworker"}
+        instead = f"; on {backend} use {fits[backend]}" if backend in fits else f"; {backend} has none, use none"
+        raise ValueError(f"`--distribute {name}` needs KERAS_BACKEND={wanted}, but the backend is {backend}{instead}.")
+    if name == "data_parallel":
+        distribution = keras.distribution.DataParallel(devices=keras.distribution.list_devices())
+        keras.distribution.set_distribution(distribution)
+        return distribution
     import tensorflow as tf
 
     if name == "mirrored":
@@ -94,7 +122,71 @@ def distribution_strategy(name):
         # on a laptop with `tf.config.set_logical_device_configuration`.
         devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
         return tf.distribute.MirroredStrategy([device.name for device in devices])
-    return tf.distribute.MultiWorkerMirroredStrategy()  # cluster from the TF_CONFIG environment variable
+    strategy = _multi_worker_strategy_class(tf)()  # the cluster comes from the TF_CONFIG environment variable
+    if not strategy.extended.should_checkpoint:  # the chief (or worker 0 without one) alone keeps the run
+        resolver = strategy.cluster_resolver
+        _non_chief_worker = (resolver.task_type, resolver.task_id)
+    return strategy
+
+
+def _multi_worker_strategy_class(tf):
+    """`tf.distribute.MultiWorkerMirroredStrategy` with the two reductions Keras 3's TensorFlow trainer asks of
+    it, which the original rejects as soon as there is more than one worker:
+
+    * `fit` reduces a whole `(inputs, targets)` batch (only to learn its shapes); the original reduces a single
+      value, and fails with "Attempt to convert a value (PerReplica:{...}) ... to a Tensor";
+    * every step averages the logged loss and metrics with `axis=0`, which a scalar does not have ("Invalid
+      reduction dimension 0 for input with 0 dimensions"); a scalar is averaged over the replicas only.
+    """
+
+    class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
+        def reduce(self, reduce_op, value, axis=None):
+            reduce_one = super().reduce
+
+            def one(part):
+                rank = self.experimental_local_results(part)[0].shape.rank
+                return reduce_one(reduce_op, part, axis=None if rank == 0 else axis)
+
+            return tf.nest.map_structure(one, value)
+
+    return MultiWorkerMirroredStrategy
+
+
+def is_tf_distribute(strategy):
+    """True for a `tf.distribute` strategy (`--distribute mirrored` or `multiworker`)."""
+    return strategy is not None and not isinstance(strategy, keras.distribution.DataParallel)
+
+
+def sharded(dataset, strategy):
+    """`dataset` (a `tf.data` pipeline of global batches) set to be split by data under a `tf.distribute`
+    strategy: every worker reads the same batches and keeps its replicas' share of each (`DATA` auto-sharding;
+    the default would try to split by input file first). Without a strategy, `dataset` as it is."""
+    if not is_tf_distribute(strategy):
+        return dataset
+    import tensorflow as tf
+
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return dataset.with_options(options)
+
+
+def fit_data(strategy, x, y, batch_size, validation_data=None, seed=0):
+    """The data keyword arguments of `model.fit` for in-memory arrays `x`, `y` (and `validation_data`, an
+    `(x, y)` pair). Without a `tf.distribute` strategy: the arrays and `batch_size`, which `fit` shuffles and
+    batches itself. With one: `tf.data` pipelines of global batches of `batch_size` (Keras splits each over the
+    replicas), the training one shuffled with `seed` (the same order on every worker), both `sharded`."""
+    if not is_tf_distribute(strategy):
+        return {"x": x, "y": y, "batch_size": batch_size, "validation_data": validation_data}
+    import tensorflow as tf
+
+    def batches(x, y, shuffle):
+        dataset = tf.data.Dataset.from_tensor_slices((x, y))
+        if shuffle:
+            dataset = dataset.shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
+        return sharded(dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE), strategy)
+
+    return {"x": batches(x, y, shuffle=True), "shuffle": False,
+            "validation_data": None if validation_data is None else batches(*validation_data, shuffle=False)}
 
 
 class _NoScope:
@@ -114,7 +206,12 @@ def setup(args):
     """Applies the shared flags: seed and dtype policy. Returns the distribution strategy (or None)."""
     keras.utils.set_random_seed(args.seed)
     keras.config.set_dtype_policy(f"mixed_{args.mixed_precision}" if args.mixed_precision else "float32")
-    return distribution_strategy(args.distribute)
+    strategy = distribution_strategy(args.distribute)
+    if is_tf_distribute(strategy):
+        print(f"training on {strategy.num_replicas_in_sync} replicas ({args.distribute})")
+    elif strategy is not None:
+        print(f"training on {len(strategy.device_mesh.devices.flatten())} devices ({args.distribute})")
+    return strategy
 
 
 def warmup_cosine(peak, total_steps, warmup_fraction=0.1):
@@ -184,7 +281,7 @@ def plot_curves(history, path):
 
 def finish(model, output_dir, args, metrics, started, extra=None):
     """Saves `model.keras`, `curves.png` and `summary.json` (metrics, flags, wall time and the `extra` dict);
-    returns the summary dict."""
+    returns the summary dict. A non-chief worker's folder is deleted afterwards."""
     model.save(os.path.join(output_dir, "model.keras"))
     plot_curves(read_history(output_dir), os.path.join(output_dir, "curves.png"))
     summary = {
@@ -196,6 +293,8 @@ def finish(model, output_dir, args, metrics, started, extra=None):
     }
     with open(os.path.join(output_dir, "summary.json"), "w") as file:
         json.dump(summary, file, indent=2, default=str)
+    if _non_chief_worker is not None:
+        shutil.rmtree(output_dir)  # a non-chief worker's own folder: the chief's run folder is the run
     return summary
 
 

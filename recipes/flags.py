@@ -7,7 +7,7 @@ a fraction of a second instead of after the several seconds TensorFlow takes to 
 import argparse
 import os
 
-DISTRIBUTE = ("none", "mirrored", "multiworker")
+DISTRIBUTE = ("none", "mirrored", "multiworker", "data_parallel")
 
 
 def _argument_type(name, convert, accept, expected):
@@ -64,7 +64,10 @@ def recipe_parser(description, epochs, batch_size, learning_rate):
                              "AVX512-BF16), keeping float32 weights")
     parser.add_argument("--jit", action="store_true", help="compile training steps with XLA (jit_compile=True)")
     parser.add_argument("--distribute", choices=DISTRIBUTE, default="none",
-                        help="tf.distribute strategy: mirrored = all local GPUs, multiworker = read TF_CONFIG")
+                        help="data-parallel training. TensorFlow: mirrored = every local GPU (or CPU device), "
+                             "multiworker = one process per machine, the cluster read from TF_CONFIG (the chief "
+                             "writes the run). JAX: data_parallel = keras.distribution.DataParallel over the local "
+                             "devices")
     parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--no-attention-maps", dest="attention_maps", action="store_false",
                         help="do not draw attention maps during training (they are drawn by default)")

@@ -58,8 +58,6 @@ def main(argv=None, extra_callbacks=()):
     started = time.time()
     strategy = common.setup(args)
     output_dir = common.output_directory("reverse_digits", args.output_dir, args.overwrite)
-    if strategy is not None:
-        print(f"training on {strategy.num_replicas_in_sync} replicas ({args.distribute})")
 
     # Data: generated on the fly, so train and test never overlap in seed.
     x_train, y_train = digits.make_dataset(args.train_samples, args.max_digits, args.task, seed=args.seed)
@@ -84,8 +82,9 @@ def main(argv=None, extra_callbacks=()):
     # The gradient norm goes first, so the CSV logger sees it (a climbing norm is the sign of divergence).
     callbacks = [GradientNormCallback()] + common.standard_callbacks(
         output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
-    model.fit((x_train, y_train[:, :-1]), y_train[:, 1:], batch_size=args.batch_size, epochs=args.epochs,
-              validation_data=((x_test, y_test[:, :-1]), y_test[:, 1:]), callbacks=callbacks, verbose=common.fit_verbosity())
+    data = common.fit_data(strategy, (x_train, y_train[:, :-1]), y_train[:, 1:], args.batch_size,
+                           validation_data=((x_test, y_test[:, :-1]), y_test[:, 1:]), seed=args.seed)
+    model.fit(**data, epochs=args.epochs, callbacks=callbacks, verbose=common.fit_verbosity())
 
     # Evaluate by generating: greedy and beam search, exact match of the whole answer.
     new_tokens = args.max_digits + 1
