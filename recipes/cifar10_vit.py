@@ -158,8 +158,8 @@ def main(argv=None, extra_callbacks=()):
     extra = (pictures if args.attention_maps else []) + list(extra_callbacks)
     callbacks = common.standard_callbacks(output_dir, extra)
     fit_started = time.time()
-    history = model.fit(train_batches, epochs=args.epochs, validation_data=test_batches, callbacks=callbacks,
-                        shuffle=False, verbose=common.fit_verbosity())  # shuffle=False: the tf.data pipeline shuffles
+    history = model.fit(**common.fit_data(strategy, train_batches, validation_data=test_batches), epochs=args.epochs,
+                        callbacks=callbacks, verbose=common.fit_verbosity())  # the tf.data pipeline shuffles
     seconds_per_epoch = (time.time() - fit_started) / max(len(history.epoch), 1)
 
     # Evaluate: accuracy and confusion matrix on the whole test set.

@@ -170,23 +170,40 @@ def sharded(dataset, strategy):
     return dataset.with_options(options)
 
 
-def fit_data(strategy, x, y, batch_size, validation_data=None, seed=0):
-    """The data keyword arguments of `model.fit` for in-memory arrays `x`, `y` (and `validation_data`, an
-    `(x, y)` pair). Without a `tf.distribute` strategy: the arrays and `batch_size`, which `fit` shuffles and
-    batches itself. With one: `tf.data` pipelines of global batches of `batch_size` (Keras splits each over the
-    replicas), the training one shuffled with `seed` (the same order on every worker), both `sharded`."""
-    if not is_tf_distribute(strategy):
-        return {"x": x, "y": y, "batch_size": batch_size, "validation_data": validation_data}
+def fit_data(strategy, x, y=None, batch_size=None, validation_data=None, validation_batch_size=None, seed=0):
+    """The data keyword arguments of `model.fit`. `x` (and `y`) and `validation_data` are in-memory arrays, or
+    `tf.data` pipelines of global batches (no `y`; they shuffle themselves, hence `shuffle=False`).
+
+    Without a `tf.distribute` strategy, arrays go to `fit` as they are, with `batch_size` (and
+    `validation_batch_size`): `fit` shuffles and batches them. With one, they become `tf.data` pipelines of
+    global batches of that size (Keras splits each over the replicas), the training one shuffled with `seed`,
+    in the same order on every worker. Every pipeline is `sharded`.
+    """
+    distributed = is_tf_distribute(strategy)
+    if y is None:
+        data = {"x": sharded(x, strategy), "shuffle": False}
+    elif distributed:
+        data = {"x": _global_batches(strategy, x, y, batch_size, shuffle_seed=seed), "shuffle": False}
+    else:
+        data = {"x": x, "y": y, "batch_size": batch_size}
+    if validation_data is None:
+        return data
+    if not isinstance(validation_data, (tuple, list)):
+        data["validation_data"] = sharded(validation_data, strategy)
+    elif distributed:
+        data["validation_data"] = _global_batches(strategy, *validation_data, validation_batch_size or batch_size)
+    else:
+        data.update(validation_data=validation_data, validation_batch_size=validation_batch_size)
+    return data
+
+
+def _global_batches(strategy, x, y, batch_size, shuffle_seed=None):
     import tensorflow as tf
 
-    def batches(x, y, shuffle):
-        dataset = tf.data.Dataset.from_tensor_slices((x, y))
-        if shuffle:
-            dataset = dataset.shuffle(len(y), seed=seed, reshuffle_each_iteration=True)
-        return sharded(dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE), strategy)
-
-    return {"x": batches(x, y, shuffle=True), "shuffle": False,
-            "validation_data": None if validation_data is None else batches(*validation_data, shuffle=False)}
+    dataset = tf.data.Dataset.from_tensor_slices((x, y))
+    if shuffle_seed is not None:
+        dataset = dataset.shuffle(len(y), seed=shuffle_seed, reshuffle_each_iteration=True)
+    return sharded(dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE), strategy)
 
 
 class _NoScope:

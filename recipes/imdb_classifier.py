@@ -114,8 +114,9 @@ def main(argv=None, extra_callbacks=()):
     pictures = [AttentionMapCallback(x_test[sample], os.path.join(output_dir, "attention"), kind="text",
                                      tokens=vocabulary, class_names=SENTIMENTS, html=True)]
     callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
-    model.fit(x_train, y_train_onehot, batch_size=args.batch_size, epochs=args.epochs,
-              validation_data=(x_test, y_test_onehot), callbacks=callbacks, verbose=common.fit_verbosity())
+    data = common.fit_data(strategy, x_train, y_train_onehot, args.batch_size, validation_data=(x_test, y_test_onehot),
+                           seed=args.seed)
+    model.fit(**data, epochs=args.epochs, callbacks=callbacks, verbose=common.fit_verbosity())
 
     # Evaluate on the test reviews.
     probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(model.predict(x_test, batch_size=256, verbose=0)))

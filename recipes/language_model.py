@@ -166,8 +166,8 @@ def main(argv=None, extra_callbacks=()):
     training = text_corpus.random_windows(train_ids, context, args.batch_size, seed=args.seed)
     callbacks = common.standard_callbacks(output_dir, list(extra_callbacks))
     fitting = time.time()
-    model.fit(training, steps_per_epoch=args.steps_per_epoch, epochs=args.epochs,
-              validation_data=(x_valid, y_valid), validation_batch_size=64, callbacks=callbacks, shuffle=False,
+    data = common.fit_data(strategy, training, validation_data=(x_valid, y_valid), validation_batch_size=64)
+    model.fit(**data, steps_per_epoch=args.steps_per_epoch, epochs=args.epochs, callbacks=callbacks,
               verbose=common.fit_verbosity())
     fit_seconds = time.time() - fitting
 

@@ -165,9 +165,10 @@ def main(argv=None, extra_callbacks=()):
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), tokens=(source_pieces, pieces),
                                      html=True)]
     callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
-    model.fit(translation.make_dataset(x_train, y_train, args.batch_size, shuffle=True, seed=args.seed),  # shuffled there
-              validation_data=translation.make_dataset(x_valid, y_valid, args.batch_size),
-              epochs=args.epochs, callbacks=callbacks, shuffle=False, verbose=common.fit_verbosity())
+    data = common.fit_data(strategy, translation.make_dataset(x_train, y_train, args.batch_size, shuffle=True,
+                                                              seed=args.seed),
+                           validation_data=translation.make_dataset(x_valid, y_valid, args.batch_size))
+    model.fit(**data, epochs=args.epochs, callbacks=callbacks, verbose=common.fit_verbosity())
 
     # Evaluate: translate the test set with greedy and beam search; BLEU against the raw references.
     translator = Translator(model, source_tokenizer, target_tokenizer)
