@@ -32,7 +32,8 @@ Pretrained models saw 224x224 images in 16x16 patches, so the 32x32 images are t
     python -m recipes.cifar10_vit --preset ViT-B/16 --pretrained ViT-B_16.npz --image-size 224 \\
         --epochs 10 --batch-size 64 --learning-rate 1e-4 --weight-decay 0 --drop-path 0
 
-Mixed precision, XLA and multi-GPU: `--mixed-precision`, `--jit`, `--distribute mirrored` (recipes.common).
+Mixed precision, XLA and data parallelism: `--mixed-precision`, `--jit`, `--distribute mirrored` (every local GPU),
+`multiworker` (several machines, README "More than one machine") or `data_parallel` (JAX) (recipes.common).
 """
 
 import os

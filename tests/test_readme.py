@@ -83,10 +83,17 @@ def test_every_setup_entry_is_used():
         assert any(key in block for block in PYTHON_BLOCKS), f"SETUP entry {key!r} matches no README block"
 
 
+def _without_environment(words):
+    """A command's words after its leading `NAME=value` settings (`TF_CONFIG='...' python -m ...`)."""
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0], flags=re.S):
+        words = words[1:]
+    return words
+
+
 def _recipe_commands():
     for line in SHELL_LINES:
         for command in line.split("&&"):
-            words = shlex.split(command.split("#")[0])
+            words = _without_environment(shlex.split(command.split("#")[0]))
             if words[:2] == ["python", "-m"] and words[2].startswith("recipes."):
                 yield words[2].removeprefix("recipes."), words[3:]
 
@@ -97,7 +104,7 @@ def test_every_shell_command_is_run_somewhere():
     hours), or a benchmark (run with --help below: they need minutes and optional packages)."""
     ci = (ROOT / ".ci" / "run").read_text()
     for line in SHELL_LINES:
-        command = line.split("  #")[0].strip()
+        command = " ".join(_without_environment(shlex.split(line.split("  #")[0])))
         if command.startswith("python3 -m venv"):
             assert command in ci or "python -m recipes.reverse_digits" in command, command
         else:
