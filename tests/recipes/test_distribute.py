@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from keras_tfm.data import digits
-from recipes import common
+from recipes import common, flags
 from tests.helpers import epochs_in
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -177,3 +177,39 @@ def test_a_strategy_the_backend_lacks_is_a_clear_error(monkeypatch, backend, nam
 def test_an_unknown_strategy_is_a_clear_error():
     with pytest.raises(ValueError, match="`distribute` must be one of .*'data_parallel'.*Received: 'ring'"):
         common.distribution_strategy("ring")
+
+
+def test_a_non_chief_worker_writes_beside_the_run_and_finish_deletes_its_folder(tmp_path, monkeypatch, capsys):
+    run = tmp_path / "run"
+    monkeypatch.setattr(common, "_non_chief_worker", ("worker", 1))
+    own = common.output_directory("reverse_digits", str(run))
+    assert own == f"{run}.worker_1" and os.path.isdir(own) and not run.exists()
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    args = flags.recipe_parser("test", 1, 8, 1e-3).parse_args([])
+    common.finish(model, own, args, {"loss": 1.0}, time.time())
+    assert sorted(os.listdir(tmp_path)) == []  # the chief's folder is the run
+    # A finished run stops every worker, the non-chief ones too.
+    run.mkdir()
+    (run / common.FINISHED).write_text("{}")
+    with pytest.raises(SystemExit) as exit_info:
+        common.output_directory("reverse_digits", str(run))
+    assert exit_info.value.code == 0 and sorted(os.listdir(tmp_path)) == ["run"]
+
+
+@pytest.mark.tensorflow_only
+def test_fit_data_gives_arrays_without_a_strategy_and_sharded_global_batches_with_one():
+    import tensorflow as tf
+
+    x, y = np.arange(10, dtype="float32")[:, None], np.arange(10, dtype="float32")
+    plain = common.fit_data(None, x, y, 4, validation_data=(x, y), validation_batch_size=2)
+    assert plain["x"] is x and plain["y"] is y and plain["batch_size"] == 4 and plain["validation_batch_size"] == 2
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    data = common.fit_data(strategy, x, y, 4, validation_data=(x, y), seed=3)
+    assert data["shuffle"] is False and set(data) == {"x", "shuffle", "validation_data"}
+    for dataset, shuffled in ((data["x"], True), (data["validation_data"], False)):
+        assert dataset.options().experimental_distribute.auto_shard_policy == tf.data.experimental.AutoShardPolicy.DATA
+        batches = [batch_y.numpy() for _, batch_y in dataset]
+        assert [len(b) for b in batches] == [4, 4, 2]  # global batches
+        assert (sorted(np.concatenate(batches)) == y).all() and shuffled != (np.concatenate(batches) == y).all()
+    pipeline = tf.data.Dataset.from_tensor_slices((x, y)).batch(4)
+    assert common.fit_data(None, pipeline) == {"x": pipeline, "shuffle": False}
