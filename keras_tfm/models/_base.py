@@ -70,6 +70,14 @@ class PresetModel:
         self._check_token_inputs(x)
         return super().predict(x, *args, **kwargs)
 
+    def no_weight_decay(self):
+        """Names (substrings of variable paths) of the weights weight decay should skip, for
+        `optimizer.exclude_from_weight_decay(var_names=model.no_weight_decay())`: biases and the layer norms'
+        scales and offsets here; models add their position tables and learned tokens (as timm's
+        `no_weight_decay`). Decaying a norm's scale towards 0 shrinks what the layer passes on, which no amount of
+        data asks for."""
+        return ["bias", "gamma", "beta"]
+
     @classmethod
     def from_preset(cls, preset, **kwargs):
         """A model of a named size (`PRESETS`); keyword arguments override the preset's."""
