@@ -143,7 +143,7 @@ def adamw(args, total_steps, model=None, **kwargs):
         **optimizer_options(args), **kwargs,
     )
     if model is not None:
-        optimizer.exclude_from_weight_decay(var_names=model.no_weight_decay())
+        model.exclude_from_weight_decay(optimizer)
     return optimizer
 
 

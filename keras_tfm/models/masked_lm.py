@@ -129,7 +129,7 @@ class MaskedLanguageModel(PresetModel, keras.Model):
         """
         if optimizer is None:
             optimizer = keras.optimizers.AdamW(5e-4, weight_decay=0.01, clipnorm=1.0)
-            optimizer.exclude_from_weight_decay(var_names=self.no_weight_decay())
+            self.exclude_from_weight_decay(optimizer)
         self.compile(optimizer=optimizer, loss=MaskedSparseCategoricalCrossentropy(from_logits=True),
                      metrics=[MaskedAccuracy()], **kwargs)
 
