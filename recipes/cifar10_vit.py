@@ -142,9 +142,7 @@ def main(argv=None, extra_callbacks=()):
     steps = args.epochs * common.steps_per_epoch(cifar10.num_examples(train), args.batch_size)
     with common.strategy_scope(strategy):
         model = build_model(args, num_classes)
-        optimizer = common.adamw(args, steps)
-        # Decay the weight matrices only: not biases, layer-norm scales and shifts, [CLS] token or positions.
-        optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta", "cls_token", "position_embeddings"])
+        optimizer = common.adamw(args, steps, model=model)  # no decay on biases, norms, [CLS] token, positions
         model.compile(
             optimizer=optimizer,
             loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=args.label_smoothing),

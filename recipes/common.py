@@ -247,13 +247,18 @@ def optimizer_options(args):
             "gradient_accumulation_steps": args.accumulate_steps if args.accumulate_steps > 1 else None}
 
 
-def adamw(args, total_steps, **kwargs):
+def adamw(args, total_steps, model=None, **kwargs):
     """AdamW from the recipe flags: warm-up + cosine decay to `--learning-rate` over `total_steps` batches,
-    `--weight-decay`, `--clipnorm`, `--accumulate-steps`; `kwargs` (e.g. `beta_2`) go to `keras.optimizers.AdamW`."""
-    return keras.optimizers.AdamW(
+    `--weight-decay`, `--clipnorm`, `--accumulate-steps`; `kwargs` (e.g. `beta_2`) go to `keras.optimizers.AdamW`.
+
+    Weight decay skips what `model.no_weight_decay()` names (biases, norms, position tables, learned tokens)."""
+    optimizer = keras.optimizers.AdamW(
         warmup_cosine(args.learning_rate, total_steps, args.warmup_fraction), weight_decay=args.weight_decay,
         **optimizer_options(args), **kwargs,
     )
+    if model is not None:
+        model.exclude_from_weight_decay(optimizer)
+    return optimizer
 
 
 def standard_callbacks(output_dir, extra=()):

@@ -12,16 +12,28 @@ takes strings:
 Data: `--imdb-dir path/to/aclImdb` (the unpacked original archive), or tensorflow-datasets `imdb_reviews`
 (`--data-dir` = a folder already holding it; without either flag tfds tries to download it).
 
-    python -m recipes.imdb_classifier --imdb-dir aclImdb   # 3 epochs, 86% test accuracy, ~14 min on 2 CPU cores
+    python -m recipes.imdb_classifier --imdb-dir aclImdb   # from scratch
+    python -m recipes.imdb_classifier --imdb-dir aclImdb --pretrain-epochs 2   # pre-train, then fine-tune
     python -m recipes.imdb_classifier --quick --imdb-dir aclImdb   # a few hundred reviews: checks that all runs
 
+Pre-training (`--pretrain-epochs N`, BERT's masked language model, `recipes.pretrain_text`): before fine-tuning,
+the encoder learns to fill in hidden words of unlabelled reviews — `aclImdb/train/unsup` (50,000 reviews) or
+tensorflow-datasets' `unsupervised` split, when present — and of the training reviews' text, never the test
+reviews. The vocabulary is learned from the same text. The encoder is written to `RUN_DIR/encoder/` (an interrupted
+run resumes after it) and `--encoder FOLDER` fine-tunes a saved one instead.
+
+Validation: `--validation-fraction` of the training reviews (stratified, seeded) are held out; every choice is
+made on them, and the test reviews are scored once, at the end (`test_accuracy` in summary.json).
+
 Besides the files every recipe writes (see `recipes.common`), a run leaves `vocabulary.txt`, `classifier/`, the
-token attention of a few test reviews drawn every epoch (`attention/`) and, after training, `review_{i}.png`.
+token attention of a few held-out reviews drawn every epoch (`attention/`) and, after training, `review_{i}.png`.
 """
 
+import json
 import os
 import sys
 import time
+from contextlib import contextmanager
 
 from recipes import flags
 
@@ -30,7 +42,7 @@ POOLS = ("cls", "mean")  # keras_tfm.models.text_classifier.POOLS
 
 
 def parse_args(argv):
-    parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=3, batch_size=64, learning_rate=1e-3)
+    parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=3, batch_size=64, learning_rate=None)
     parser.add_argument("--imdb-dir", default=None, help="an unpacked aclImdb folder (with train/ and test/)")
     parser.add_argument("--data-dir", default=None,
                         help="a tensorflow-datasets folder that already holds imdb_reviews (nothing is downloaded)")
@@ -43,15 +55,39 @@ def parse_args(argv):
     parser.add_argument("--label-smoothing", type=flags.fraction, default=0.0, help="label smoothing of the loss")
     parser.add_argument("--train-samples", type=flags.positive_int, default=None, help="use only this many (None = all)")
     parser.add_argument("--test-samples", type=flags.positive_int, default=None, help="use only this many (None = all)")
+    next(action for action in parser._actions if action.dest == "learning_rate").help = (
+        "peak learning rate (default: 1e-3 from scratch, 5e-4 when fine-tuning a pre-trained encoder)")
+    parser.add_argument("--validation-fraction", type=flags.share, default=0.1,
+                        help="share of the training reviews held out for validation (stratified, seeded)")
+    parser.add_argument("--pretrain-epochs", type=flags.non_negative_int, default=0,
+                        help="first pre-train the encoder for this many epochs over the unlabelled and training "
+                             "reviews (masked language model), then fine-tune it; 0 = train from scratch")
+    parser.add_argument("--pretrain-batch-size", type=flags.positive_int, default=64, help="pre-training batch size")
+    parser.add_argument("--pretrain-learning-rate", type=flags.positive_float, default=1e-3,
+                        help="peak learning rate of pre-training")
+    parser.add_argument("--pretrain-dropout", type=flags.fraction, default=0.1, help="dropout rate of pre-training")
+    parser.add_argument("--mask-rate", type=flags.share, default=0.15,
+                        help="share of each review's words hidden and predicted in pre-training (BERT: 0.15)")
+    parser.add_argument("--unlabelled-samples", type=flags.positive_int, default=None,
+                        help="pre-train on at most this many unlabelled reviews (None = all)")
+    parser.add_argument("--encoder", default=None,
+                        help="fine-tune this pre-trained encoder (a recipes.pretrain_text run folder, or RUN_DIR/encoder "
+                             "of a --pretrain-epochs run); its vocabulary and size replace --vocab-size and --preset")
     parser.add_argument("--predict", nargs="+", metavar=("RUN_DIR", "TEXT"),
                         help="classify the texts with the classifier a finished run saved (RUN_DIR or "
                              "RUN_DIR/classifier) and print the class probabilities; nothing is trained")
     args = parser.parse_args(argv)
     if args.predict is not None and len(args.predict) < 2:
         parser.error("--predict needs a run folder and at least one text: --predict RUN_DIR \"text\" [\"text\" ...]")
+    if args.encoder is not None and args.pretrain_epochs:
+        parser.error("--encoder and --pretrain-epochs exclude each other: fine-tune a saved encoder, or pre-train one")
+    if args.learning_rate is None:  # a pre-trained encoder is fine-tuned more gently than one trained from scratch
+        args.learning_rate = 5e-4 if (args.encoder or args.pretrain_epochs) else 1e-3
     if args.quick:
         args.epochs, args.preset, args.vocab_size, args.sequence_length = 1, "tiny", 2000, min(args.sequence_length, 64)
         args.train_samples, args.test_samples = min(args.train_samples or 400, 400), min(args.test_samples or 200, 200)
+        args.pretrain_epochs = min(args.pretrain_epochs, 1)
+        args.unlabelled_samples = min(args.unlabelled_samples or 400, 400)
     return args
 
 
@@ -65,9 +101,10 @@ import numpy as np  # noqa: E402
 from keras_tfm import visualize  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
-from keras_tfm.data import imdb  # noqa: E402
+from keras_tfm.data import DataUnavailable, imdb, stratified_split  # noqa: E402
 from keras_tfm.models import TextClassifier  # noqa: E402
 from keras_tfm.text import TextClassifierPipeline  # noqa: E402
+from recipes import pretrain_text  # noqa: E402
 
 SENTIMENTS = ["negative", "positive"]  # label 0, label 1
 
@@ -79,76 +116,149 @@ def main(argv=None, extra_callbacks=()):
     started = time.time()
     strategy = common.setup(args)
 
-    # Data: reviews as text, then word ids from a vocabulary learned on the training reviews only.
+    # Data: reviews as text; a stratified share of the training reviews is held out for validation.
     with common.exit_when_data_unavailable():
         train_text, test_text = imdb.load_imdb(args.imdb_dir, args.data_dir, seed=args.seed)
-        train_text, test_text = train_text.take(args.train_samples or -1), test_text.take(args.test_samples or -1)
-        vectorizer = imdb.make_vectorizer(args.vocab_size, args.sequence_length)
-        vectorizer.adapt(imdb.texts(train_text).batch(1024))
-        x_train, y_train, _ = imdb.to_arrays(train_text, vectorizer)
-        x_test, y_test, test_reviews = imdb.to_arrays(test_text, vectorizer)
+        reviews, labels = _texts_and_labels(train_text.take(args.train_samples or -1))
+        test_reviews, y_test = _texts_and_labels(test_text.take(args.test_samples or -1))
+        unlabelled = _unlabelled_reviews(args) if args.pretrain_epochs else []
+    training, held_out = stratified_split(labels, args.validation_fraction, seed=args.seed)
     output_dir = common.output_directory("imdb_classifier", args.output_dir, args.overwrite)
-    vocabulary = vectorizer.get_vocabulary()
+
+    # The encoder: pre-trained here (masked language model), loaded from --encoder, or none (from scratch).
+    encoder, pretraining = None, {}
+    if args.encoder:
+        with _clear_errors("--encoder"):
+            encoder, vocabulary = pretrain_text.load_encoder(args.encoder)
+    elif args.pretrain_epochs:
+        encoder, vocabulary, pretraining = _pretrain(args, unlabelled + list(reviews[training]),
+                                                     list(reviews[held_out]), output_dir, strategy)
+    else:  # words of the training reviews only
+        vocabulary = pretrain_text.learn_vectorizer(reviews[training], args.vocab_size,
+                                                    args.sequence_length).get_vocabulary()
+    if encoder is not None and args.sequence_length > encoder.max_length:
+        print(f"reading {encoder.max_length} words per review, the encoder's max_length")
+        args.sequence_length = encoder.max_length
+    vectorizer = imdb.make_vectorizer(len(vocabulary), args.sequence_length, vocabulary=vocabulary)
+    x_all = pretrain_text.vectorize(vectorizer, list(reviews))
+    x_train, y_train, x_val, y_val = x_all[training], labels[training], x_all[held_out], labels[held_out]
+    x_test = pretrain_text.vectorize(vectorizer, list(test_reviews))
     imdb.save_vocabulary(vocabulary, os.path.join(output_dir, "vocabulary.txt"))
-    print(f"{len(x_train)} training and {len(x_test)} test reviews, {len(vocabulary)} words, "
-          f"{np.mean(x_test[:, -1] != 0):.0%} of test reviews cut at {args.sequence_length} words")
+    print(f"{len(x_train)} training, {len(x_val)} validation and {len(x_test)} test reviews, {len(vocabulary)} words, "
+          f"{np.mean(x_train[:, -1] != 0):.0%} of training reviews cut at {args.sequence_length} words")
 
     # Model: trains on word ids; labels are one-hot so that label smoothing can apply.
     steps = args.epochs * common.steps_per_epoch(len(x_train), args.batch_size)
     with common.strategy_scope(strategy):
-        model = TextClassifier.from_preset(
-            args.preset, vocab_size=len(vocabulary), max_length=args.sequence_length, num_classes=2,
-            pool=args.pool, dropout=args.dropout,
-        )
-        optimizer = common.adamw(args, steps)
+        if encoder is not None:
+            model = TextClassifier.from_encoder(encoder, num_classes=2, pool=args.pool, dropout=args.dropout)
+        else:
+            model = TextClassifier.from_preset(
+                args.preset, vocab_size=len(vocabulary), max_length=args.sequence_length, num_classes=2,
+                pool=args.pool, dropout=args.dropout,
+            )
+        optimizer = common.adamw(args, steps, model=model)
         model.compile(
             optimizer=optimizer,
             loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=args.label_smoothing),
             metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
             jit_compile=args.jit,
         )
-    y_train_onehot, y_test_onehot = keras.utils.to_categorical(y_train, 2), keras.utils.to_categorical(y_test, 2)
+    y_train_onehot, y_val_onehot = keras.utils.to_categorical(y_train, 2), keras.utils.to_categorical(y_val, 2)
 
-    # Train, drawing which words the model attends to in a few short test reviews at every epoch.
-    sample = _short_reviews(x_test, y_test, per_class=2)
-    pictures = [AttentionMapCallback(x_test[sample], os.path.join(output_dir, "attention"), kind="text",
+    # Train, drawing which words the model attends to in a few short held-out reviews at every epoch.
+    sample = _short_reviews(x_val, y_val, per_class=2)
+    pictures = [AttentionMapCallback(x_val[sample], os.path.join(output_dir, "attention"), kind="text",
                                      tokens=vocabulary, class_names=SENTIMENTS, html=True)]
     callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
-    data = common.fit_data(strategy, x_train, y_train_onehot, args.batch_size, validation_data=(x_test, y_test_onehot),
+    data = common.fit_data(strategy, x_train, y_train_onehot, args.batch_size, validation_data=(x_val, y_val_onehot),
                            seed=args.seed)
     model.fit(**data, epochs=args.epochs, callbacks=callbacks, verbose=common.fit_verbosity())
 
-    # Evaluate on the test reviews.
-    probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(model.predict(x_test, batch_size=256, verbose=0)))
+    # Evaluate: the held-out reviews, then the test reviews — once, at the end.
+    def accuracy_and_probabilities(x, y):
+        probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(model.predict(x, batch_size=256, verbose=0)))
+        return float(np.mean(probabilities.argmax(-1) == y)), probabilities
+
+    metrics = {"validation_accuracy": accuracy_and_probabilities(x_val, y_val)[0]}
+    metrics["test_accuracy"], _ = accuracy_and_probabilities(x_test, y_test)
+    print(f"\nvalidation accuracy {metrics['validation_accuracy']:.4f} on {len(y_val)} held-out reviews, "
+          f"test accuracy {metrics['test_accuracy']:.4f} on {len(y_test)} reviews")
+    probabilities = accuracy_and_probabilities(x_val[sample], y_val[sample])[1]
     predicted = probabilities.argmax(-1)
-    metrics = {"test_accuracy": float(np.mean(predicted == y_test))}
-    print(f"\ntest accuracy {metrics['test_accuracy']:.4f} on {len(y_test)} reviews")
 
     # Pictures: each sample review as a heat map of the attention its words receive in the last block.
-    last = list(attention_maps(model, x_test[sample]).values())[-1]  # (samples, heads, queries, keys)
+    last = list(attention_maps(model, x_val[sample]).values())[-1]  # (samples, heads, queries, keys)
     for i, row in enumerate(sample):
-        real = x_test[row] != 0
+        real = x_val[row] != 0
         if args.pool == "cls":
             weights = last[i, :, 0, 1:].mean(0)  # (length,): what [CLS] reads from each word
         else:
             weights = last[i][:, real].mean(axis=(0, 1))  # (length,): what each word receives, on average
         weights = weights[real]  # (words,)
-        words = [vocabulary[t] for t in x_test[row][real]]
-        title = (f"true: {SENTIMENTS[y_test[row]]}, predicted: {SENTIMENTS[predicted[row]]} "
-                 f"(p = {probabilities[row, predicted[row]]:.2f})")
+        words = [vocabulary[t] for t in x_val[row][real]]
+        title = (f"true: {SENTIMENTS[y_val[row]]}, predicted: {SENTIMENTS[predicted[i]]} "
+                 f"(p = {probabilities[i, predicted[i]]:.2f})")
         visualize.save_figure(visualize.plot_token_attention(words, weights, title=title),
                               os.path.join(output_dir, f"review_{i}.png"))
-        print(f"  [{SENTIMENTS[predicted[row]]:>8s}] {test_reviews[row][:100]}")
+        print(f"  [{SENTIMENTS[predicted[i]]:>8s}] {reviews[held_out][row][:100]}")
 
     # Strings in, probabilities out: the model with its vocabulary and standardisation, loadable in one call.
     TextClassifierPipeline(model, vocabulary, SENTIMENTS, sequence_length=args.sequence_length).save(
         os.path.join(output_dir, "classifier"))
 
-    summary = common.finish(model, output_dir, args, metrics, started)
+    summary = common.finish(model, output_dir, args, metrics, started, extra={"pretraining": pretraining})
     print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")
     if args.attention_maps:
         print(f"attention explorer (open in a browser): {pictures[0].html_path}")
     return summary
+
+
+def _texts_and_labels(dataset):
+    """`(texts, labels)` numpy arrays (str, int32) of a `(text, label)` dataset."""
+    texts, labels = [], []
+    for text, label in dataset.batch(1024):
+        texts.extend(t.decode("utf-8", errors="replace") for t in text.numpy())
+        labels.append(np.asarray(label, "int32"))
+    if not texts:
+        raise DataUnavailable("IMDB: the data set is empty.")
+    return np.array(texts, dtype=object), np.concatenate(labels)
+
+
+def _unlabelled_reviews(args):
+    """The unlabelled reviews to pre-train on (a list of str; empty when the source has none)."""
+    dataset = imdb.load_unlabelled(args.imdb_dir, args.data_dir)
+    if dataset is None:
+        print("no unlabelled reviews found (aclImdb/train/unsup or tfds 'unsupervised'): pre-training on the "
+              "training reviews' text only")
+        return []
+    if args.unlabelled_samples:
+        dataset = dataset.take(args.unlabelled_samples)
+    return [t.decode("utf-8", errors="replace") for batch in dataset.batch(1024) for t in batch.numpy()]
+
+
+def _pretrain(args, texts, validation_texts, output_dir, strategy):
+    """Pre-trains the encoder into `output_dir/encoder` (or reuses a finished one there, after an interruption).
+    Returns `(encoder, vocabulary, facts for the summary)`."""
+    folder = os.path.join(output_dir, "encoder")
+    if os.path.isfile(os.path.join(folder, common.FINISHED)):
+        print(f"reusing the finished pre-training in {folder}")
+        encoder, vocabulary = pretrain_text.load_encoder(folder)
+        with open(os.path.join(folder, common.FINISHED)) as file:
+            return encoder, vocabulary, json.load(file)
+    os.makedirs(folder, exist_ok=True)
+    print(f"pre-training the encoder on {len(texts)} reviews ({args.pretrain_epochs} epochs)")
+    encoder, summary = pretrain_text.pretrain(texts, validation_texts, args, folder, strategy)
+    return encoder, pretrain_text.load_encoder(folder)[1], summary
+
+
+@contextmanager
+def _clear_errors(flag):
+    try:
+        yield
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def predict(run_dir, texts):

@@ -157,8 +157,7 @@ def main(argv=None, extra_callbacks=()):
     with common.strategy_scope(strategy):
         overrides = {} if args.dropout is None else {"dropout": args.dropout}
         model = TransformerLM.from_preset(args.preset, vocab_size=tokenizer.vocab_size, **overrides)
-        optimizer = common.adamw(args, steps, beta_2=0.99)
-        optimizer.exclude_from_weight_decay(var_names=model.no_weight_decay())
+        optimizer = common.adamw(args, steps, model=model, beta_2=0.99)
         model.compile_for_training(optimizer=optimizer, jit_compile=args.jit)
     print(f"TransformerLM '{args.preset}': {model.count_params():,} parameters; "
           f"{steps} steps of {args.batch_size} x {context} tokens")

@@ -156,7 +156,7 @@ def main(argv=None, extra_callbacks=()):
             args.preset, source_vocab_size=source_tokenizer.vocab_size, target_vocab_size=target_tokenizer.vocab_size,
             max_length=args.max_length, dropout=args.dropout, tie_embeddings=True,
         )
-        optimizer = common.adamw(args, steps, beta_2=0.98)
+        optimizer = common.adamw(args, steps, model=model, beta_2=0.98)
         model.compile_for_training(optimizer=optimizer, label_smoothing=args.label_smoothing, jit_compile=args.jit)
 
     pieces = [target_tokenizer.id_to_piece(i) for i in range(target_tokenizer.vocab_size)]

@@ -84,3 +84,37 @@ def download_tfds(name, data_dir, url):
 
 
 __all__ = ["CONNECT_TIMEOUT", "DataUnavailable", "download_tfds", "first_line", "quiet_tfds_lookup", "unreachable"]
+
+
+def stratified_split(labels, validation, seed=0):
+    """Indices `(train, validation)` that hold out part of a labelled training set for validation: the same
+    share of every class, chosen at random with `seed` (the same seed gives the same split).
+
+    Choices (epochs, learning rate, sizes) are made on the held-out part; the test split is scored once, at the
+    end, so its accuracy stays an honest estimate.
+
+    Args:
+        labels: `(n,)` class labels.
+        validation: a fraction in (0, 1) of each class, or a whole number of examples (shared out by class).
+        seed: random seed.
+
+    Returns:
+        Two sorted int arrays of indices into `labels`, together a partition of `range(n)`.
+    """
+    import numpy as np
+
+    labels = np.asarray(labels).reshape(-1)
+    if isinstance(validation, bool) or not isinstance(validation, (int, float)) or validation <= 0 or (
+            isinstance(validation, float) and validation >= 1) or validation >= max(len(labels), 1):
+        raise ValueError(
+            "`validation` must be a fraction in (0, 1) or a whole number of examples below the "
+            f"{len(labels)} given. Received: {validation!r}"
+        )
+    fraction = validation if isinstance(validation, float) else validation / len(labels)
+    rng = np.random.default_rng(seed)
+    held_out = []
+    for label in np.unique(labels):
+        members = rng.permutation(np.flatnonzero(labels == label))
+        held_out.append(members[: max(1, round(len(members) * fraction))])
+    held_out = np.sort(np.concatenate(held_out))
+    return np.setdiff1d(np.arange(len(labels)), held_out), held_out

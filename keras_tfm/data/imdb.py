@@ -35,7 +35,7 @@ def load_folder(imdb_dir, seed=0):
     """Train and test datasets of `(text, label)` from an unpacked `aclImdb` folder.
 
     Reviews are read in a shuffled (seeded) order, so that taking the first few gives both classes.
-    `train/unsup` (unlabelled reviews) is ignored.
+    `train/unsup` (unlabelled reviews) is not part of them: `load_unlabelled` reads it.
     """
     missing = [os.path.join(split, name) for split in ("train", "test") for name in CLASS_NAMES
                if not os.path.isdir(os.path.join(imdb_dir, split, name))]
@@ -81,6 +81,37 @@ def load_tfds(data_dir=None, download=None):
             f"failed ({problem}). " + _HOW_TO_PROVIDE
         )
     return _tfds_splits(tfds, data_dir)
+
+
+def load_unlabelled(imdb_dir=None, data_dir=None):
+    """The 50,000 unlabelled reviews (for pre-training) as a dataset of strings, or None when the source has none.
+
+    From `imdb_dir/train/unsup/*.txt` (the official archive's layout) when `imdb_dir` is given, else from the
+    prepared tensorflow-datasets copy's `unsupervised` split (nothing is downloaded here: `load_imdb` has already
+    fetched the data set when it could).
+    """
+    if imdb_dir is not None:
+        folder = os.path.join(imdb_dir, "train", "unsup")
+        if not os.path.isdir(folder) or not os.listdir(folder):
+            return None
+        return _text_files(folder)
+    import tensorflow_datasets as tfds
+
+    try:
+        with quiet_tfds_lookup():
+            unlabelled = tfds.load("imdb_reviews", split="unsupervised", as_supervised=True, data_dir=data_dir,
+                                   download=False, shuffle_files=False)
+    except Exception:  # no prepared copy, or one without the split
+        return None
+    return unlabelled.map(lambda text, label: text)
+
+
+def _text_files(folder):
+    """A dataset of the contents of `folder/*.txt`, in sorted file order."""
+    import tensorflow as tf
+
+    paths = sorted(os.path.join(folder, name) for name in os.listdir(folder) if name.endswith(".txt"))
+    return tf.data.Dataset.from_tensor_slices(paths).map(tf.io.read_file, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def _tfds_splits(tfds, data_dir):

@@ -70,6 +70,23 @@ class PresetModel:
         self._check_token_inputs(x)
         return super().predict(x, *args, **kwargs)
 
+    def no_weight_decay(self):
+        """Names of the variables weight decay should skip (as timm's `no_weight_decay`): biases and the layer
+        norms' scales and offsets here; models add their position tables and learned tokens. Decaying a norm's
+        scale towards 0 shrinks what the layer passes on, which no amount of data asks for."""
+        return ["bias", "gamma", "beta"]
+
+    def exclude_from_weight_decay(self, optimizer):
+        """Tells `optimizer` (e.g. `keras.optimizers.AdamW`, before its first step) to skip the variables named by
+        `no_weight_decay()`, matched by exact name, and returns it.
+
+        Exact names, not `optimizer.exclude_from_weight_decay(var_names=...)`: that searches its patterns in the
+        variable's full path on the TensorFlow backend, where "token" would also exempt `token_embedding/...`.
+        """
+        names = set(self.no_weight_decay())
+        optimizer.exclude_from_weight_decay(var_list=[v for v in self.trainable_variables if v.name in names])
+        return optimizer
+
     @classmethod
     def from_preset(cls, preset, **kwargs):
         """A model of a named size (`PRESETS`); keyword arguments override the preset's."""

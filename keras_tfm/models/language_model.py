@@ -120,7 +120,7 @@ class TransformerLM(PresetModel, keras.Model):
         """
         if optimizer is None:
             optimizer = keras.optimizers.AdamW(1e-3, weight_decay=0.1, beta_2=0.99, clipnorm=1.0)
-            optimizer.exclude_from_weight_decay(var_names=self.no_weight_decay())
+            self.exclude_from_weight_decay(optimizer)
         self.compile(optimizer=optimizer, loss=MaskedSparseCategoricalCrossentropy(from_logits=True), **kwargs)
 
     def no_weight_decay(self):

@@ -128,6 +128,9 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
         self.store_arguments(locals())
         self._generate_functions = {}
 
+    def no_weight_decay(self):
+        return super().no_weight_decay() + ["position_embeddings"]
+
     def token_inputs(self, x):
         if isinstance(x, (tuple, list)) and len(x) == 2:
             return [("source_ids", x[0], self.source_vocab_size), ("target_ids", x[1], self.target_vocab_size)]

@@ -9,6 +9,7 @@ import keras
 from keras_tfm.layers import ClassToken, EncoderBlock, TokenEmbedding
 from keras_tfm.layers import _checks
 from keras_tfm.models._base import PresetModel
+from keras_tfm.models.masked_lm import encoder_layer_names
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
 
 POOLS = ("cls", "mean")
@@ -104,3 +105,40 @@ class TextClassifier(PresetModel, keras.Model):
 
     def token_inputs(self, x):
         return [("x", x, self.vocab_size)]
+
+    @classmethod
+    def from_encoder(cls, encoder, num_classes=2, **kwargs):
+        """A classifier whose encoder starts from a pre-trained `MaskedLanguageModel`'s (fine-tuning).
+
+        The encoder's architecture (`vocab_size`, `max_length`, `dim`, `depth`, `num_heads`, `mlp_dim`,
+        `position`, `norm_first`, `layer_norm_epsilon`) is taken from `encoder`, and the weights of its
+        `token_embedding`, `block_i` and `encoder_norm` layers are copied; the [CLS] token (with `pool="cls"`) and
+        the head are new. The two models share no variables: fine-tuning leaves `encoder` as it was.
+
+        Args:
+            encoder: a built `MaskedLanguageModel` (e.g. `keras.saving.load_model("encoder.keras")`).
+            num_classes: number of output classes.
+            **kwargs: the classifier's other arguments (`pool`, `dropout`, `attention_dropout`, `activation`,
+                `name`...); the encoder's own arguments cannot be changed here.
+        """
+        from_encoder = getattr(encoder, "encoder_config", None)
+        if from_encoder is None:
+            raise TypeError(
+                "`encoder` must be a keras_tfm MaskedLanguageModel (or a model with `encoder_config()`). "
+                f"Received: {type(encoder).__name__}"
+            )
+        config = encoder.encoder_config()
+        fixed = sorted(set(kwargs) & set(config))
+        if fixed:
+            raise ValueError(
+                f"{fixed} come from the pre-trained encoder and cannot be changed when fine-tuning. "
+                f"The encoder has {({name: config[name] for name in fixed})}."
+            )
+        cls.check_keywords({name: value for name, value in kwargs.items() if name not in cls.argument_names()})
+        model = cls(**config, num_classes=num_classes, **kwargs)
+        for name in encoder_layer_names(config["depth"], config["norm_first"]):
+            model.get_layer(name).set_weights(encoder.get_layer(name).get_weights())
+        return model
+
+    def no_weight_decay(self):
+        return super().no_weight_decay() + ["position_embeddings", "token"]  # + the [CLS] token

@@ -129,3 +129,6 @@ class ViT(PresetModel, keras.Model):
         super().__init__(images, outputs, **kwargs)
 
         self.store_arguments(locals())
+
+    def no_weight_decay(self):
+        return super().no_weight_decay() + ["cls_token", "position_embeddings"]

@@ -13,16 +13,28 @@ NEGATIVE = ["awful", "boring", "hated", "terrible", "dull", "waste"]
 NEUTRAL = ["the", "film", "movie", "plot", "actors", "story", "was", "and", "a", "it"]
 
 
-def write_acl_imdb(root, per_class=16, seed=0):
+ONLY_UNLABELLED, ONLY_TEST = "zeppelin", "quixotic"  # words that appear in one part of the folder only
+
+
+def write_acl_imdb(root, per_class=16, seed=0, unsup=0):
     """A tiny folder with the aclImdb layout: {train,test}/{pos,neg}/*.txt, short reviews whose sentiment words
-    give the label away (with the `<br />` tags and punctuation of the real reviews)."""
+    give the label away (with the `<br />` tags and punctuation of the real reviews); with `unsup`, that many
+    unlabelled reviews in train/unsup/. Every unlabelled review says ONLY_UNLABELLED and every test review
+    ONLY_TEST, so a test can tell which text a vocabulary was learned from."""
     rng = np.random.default_rng(seed)
+    if unsup:
+        os.makedirs(root / "train" / "unsup")
+        for i in range(unsup):
+            words = list(rng.choice(NEUTRAL + POSITIVE + NEGATIVE, 10)) + [ONLY_UNLABELLED] * 3
+            (root / "train" / "unsup" / f"{i}_0.txt").write_text(" ".join(words).capitalize() + ".")
     for split in ("train", "test"):
         for label, words in (("pos", POSITIVE), ("neg", NEGATIVE)):
             os.makedirs(root / split / label)
             for i in range(per_class):
                 review = list(rng.choice(NEUTRAL, 8)) + list(rng.choice(words, 3))
                 rng.shuffle(review)
+                if split == "test":
+                    review += [ONLY_TEST] * 3
                 text = " ".join(review[:6]).capitalize() + ".<br /><br />" + " ".join(review[6:]) + "!"
                 (root / split / label / f"{i}_{rng.integers(1, 11)}.txt").write_text(text)
     return root

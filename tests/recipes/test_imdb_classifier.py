@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -8,8 +9,8 @@ import pytest
 from keras_tfm.data import imdb
 from keras_tfm.models import TextClassifier
 from keras_tfm.text import TextClassifierPipeline
-from recipes import imdb_classifier
-from tests.data.samples import write_acl_imdb
+from recipes import common, imdb_classifier
+from tests.data.samples import ONLY_TEST, ONLY_UNLABELLED, write_acl_imdb
 
 pytestmark = pytest.mark.tensorflow_only  # the loaders and TextVectorization run on tf.data
 
@@ -110,3 +111,55 @@ def test_predict_on_a_folder_without_a_classifier_says_where_it_looks(tmp_path, 
     assert exit_info.value.code == 2
     message = capsys.readouterr().err
     assert "has no classifier.json" in message and "RUN_DIR/classifier" in message and "Traceback" not in message
+
+
+@pytest.mark.slow
+def test_pretraining_then_fine_tuning_and_reusing_the_encoder(tmp_path, capsys):
+    folder = write_acl_imdb(tmp_path / "aclImdb", per_class=24, unsup=60)
+    run = tmp_path / "run"
+    summary = imdb_classifier.main(["--quick", "--imdb-dir", str(folder), "--output-dir", str(run),
+                                    "--pretrain-epochs", "1", "--no-attention-maps"])
+    encoder_dir = run / "encoder"
+    for name in ("model.keras", "vocabulary.txt", "history.csv", "summary.json"):
+        assert os.path.getsize(encoder_dir / name) > 0, name
+    # The vocabulary comes from the unlabelled and training reviews, never the test reviews; [MASK] is id 2.
+    vocabulary = imdb.load_vocabulary(encoder_dir / "vocabulary.txt")
+    assert vocabulary[:3] == ["", "[UNK]", "[MASK]"]
+    assert ONLY_UNLABELLED in vocabulary and ONLY_TEST not in vocabulary
+    assert imdb.load_vocabulary(run / "vocabulary.txt") == vocabulary
+    # Pre-training read the 60 unlabelled reviews and the 44 training reviews left after holding out 10% of
+    # each class (2 of 24).
+    assert summary["pretraining"]["documents"] == 60 + 44
+    assert set(summary["metrics"]) == {"validation_accuracy", "test_accuracy"}
+    history = common.read_history(encoder_dir)
+    assert set(history) >= {"loss", "accuracy", "val_loss", "val_accuracy"}
+
+    # An interrupted run (no summary.json) resumes after the finished pre-training instead of repeating it.
+    os.remove(run / "summary.json")
+    shutil.rmtree(run / "backup", ignore_errors=True)
+    before = os.path.getmtime(encoder_dir / "model.keras")
+    capsys.readouterr()
+    imdb_classifier.main(["--quick", "--imdb-dir", str(folder), "--output-dir", str(run), "--pretrain-epochs", "1",
+                          "--no-attention-maps"])
+    assert "reusing the finished pre-training" in capsys.readouterr().out
+    assert os.path.getmtime(encoder_dir / "model.keras") == before
+
+    # --encoder fine-tunes a saved encoder: its vocabulary and size, whatever --preset says.
+    again = imdb_classifier.main(["--quick", "--imdb-dir", str(folder), "--output-dir", str(tmp_path / "again"),
+                                  "--encoder", str(encoder_dir), "--preset", "small", "--no-attention-maps"])
+    model = keras.saving.load_model(tmp_path / "again" / "model.keras")
+    encoder = keras.saving.load_model(encoder_dir / "model.keras")
+    assert (model.dim, model.depth, model.vocab_size) == (encoder.dim, encoder.depth, len(vocabulary))
+    assert again["flags"]["learning_rate"] == 5e-4  # fine-tuning's default
+
+
+def test_encoder_flag_errors_are_clear(tmp_path, capsys):
+    folder = write_acl_imdb(tmp_path / "aclImdb", per_class=4)
+    with pytest.raises(SystemExit) as exit_info:
+        imdb_classifier.main(["--quick", "--imdb-dir", str(folder), "--output-dir", str(tmp_path / "run"),
+                              "--encoder", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "is not an encoder folder: missing model.keras, vocabulary.txt" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        imdb_classifier.parse_args(["--encoder", str(tmp_path), "--pretrain-epochs", "1"])
+    assert "exclude each other" in capsys.readouterr().err

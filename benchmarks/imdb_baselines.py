@@ -1,0 +1,95 @@
+"""The linear baseline an IMDB Transformer has to beat: TF-IDF unigrams + bigrams and logistic regression.
+
+Reads the same review files as `recipes.imdb_classifier --imdb-dir` (an unpacked aclImdb folder), holds out a
+stratified 10% of the training reviews as the recipe does (`keras_tfm.data.stratified_split`) to choose the
+regularisation strength C, refits on the whole training split with the chosen C, and scores the test reviews once.
+With `--runs`, it prints the Transformer runs' numbers beside it (their summary.json files).
+
+    pip install scikit-learn        # a benchmark-only dependency
+    python benchmarks/imdb_baselines.py --imdb-dir aclImdb
+    python benchmarks/imdb_baselines.py --imdb-dir aclImdb --runs runs/imdb_classifier/scratch runs/imdb_classifier/pretrained
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import time
+
+import numpy as np
+
+from keras_tfm.data import stratified_split
+
+
+def read_split(imdb_dir, split):
+    """`(texts, labels)` of `imdb_dir/split/{neg,pos}/*.txt`, in sorted file order."""
+    texts, labels = [], []
+    for label, name in enumerate(("neg", "pos")):
+        for path in sorted(glob.glob(os.path.join(imdb_dir, split, name, "*.txt"))):
+            with open(path, encoding="utf-8") as file:
+                texts.append(file.read())
+            labels.append(label)
+    if not texts:
+        raise SystemExit(f"error: no reviews in {os.path.join(imdb_dir, split)}/{{neg,pos}}/*.txt")
+    return texts, np.array(labels)
+
+
+def clean(text):
+    """Lower-case, `<br />` and punctuation to spaces: the recipe's standardisation (`imdb.standardize_review`)."""
+    text = re.sub(r"<br\s*/?>", " ", text.lower())
+    return re.sub(r"[^\w\s]", " ", text)
+
+
+def tfidf_logistic_regression(train, test, seed, validation_fraction=0.1, grid=(1.0, 3.0, 10.0, 30.0)):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    (x_train, y_train), (x_test, y_test) = train, test
+    started = time.time()
+    keep, held_out = stratified_split(y_train, validation_fraction, seed=seed)
+
+    def fit(texts, labels, c):
+        vectorizer = TfidfVectorizer(preprocessor=clean, ngram_range=(1, 2), min_df=2, sublinear_tf=True)
+        features = vectorizer.fit_transform(texts)
+        return vectorizer, LogisticRegression(C=c, max_iter=2000).fit(features, labels)
+
+    scores = {}
+    for c in grid:  # chosen on the held-out training reviews
+        vectorizer, model = fit([x_train[i] for i in keep], y_train[keep], c)
+        scores[c] = model.score(vectorizer.transform([x_train[i] for i in held_out]), y_train[held_out])
+    best = max(scores, key=scores.get)
+    vectorizer, model = fit(x_train, y_train, best)
+    return {
+        "model": "TF-IDF 1-2 grams + logistic regression",
+        "validation_accuracy": {str(c): round(float(s), 4) for c, s in scores.items()},
+        "C": best,
+        "test_accuracy": float(model.score(vectorizer.transform(x_test), y_test)),
+        "wall_time_seconds": round(time.time() - started, 1),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--imdb-dir", required=True, help="an unpacked aclImdb folder (with train/ and test/)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the held-out split (the recipe's --seed)")
+    parser.add_argument("--runs", nargs="*", default=[],
+                        help="imdb_classifier run folders whose test accuracy and wall time to print beside")
+    args = parser.parse_args()
+    train, test = read_split(args.imdb_dir, "train"), read_split(args.imdb_dir, "test")
+    baseline = tfidf_logistic_regression(train, test, args.seed)
+    print(json.dumps(baseline, indent=2))
+    rows = [(baseline["model"], baseline["test_accuracy"], baseline["wall_time_seconds"])]
+    for run in args.runs:
+        with open(os.path.join(run, "summary.json")) as file:
+            summary = json.load(file)
+        pretrained = summary.get("pretraining") or summary["flags"].get("encoder")
+        label = f"{os.path.basename(os.path.normpath(run))} ({'pre-trained' if pretrained else 'from scratch'})"
+        rows.append((label, summary["metrics"]["test_accuracy"], summary["wall_time_seconds"]))  # the whole run
+    print(f"\n{'model':<60s} {'test accuracy':>13s} {'minutes':>8s}")
+    for name, accuracy, seconds in rows:
+        print(f"{name:<60s} {accuracy:>13.4f} {seconds / 60:>8.1f}")
+
+
+if __name__ == "__main__":
+    main()

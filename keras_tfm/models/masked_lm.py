@@ -1,0 +1,141 @@
+"""A BERT-style masked language model (Devlin et al., 2019): the text classifier's encoder, pre-trained on
+unlabelled text by filling in hidden words.
+
+Some tokens of each sequence are hidden (`keras_tfm.data.mlm.mask_tokens`: 15% of the real tokens, of those 80%
+become [MASK], 10% a random word, 10% stay as they are) and the model predicts the original word at exactly those
+positions. The encoder — `token_embedding`, `block_0` ... `block_{depth-1}`, `encoder_norm` — has the same layers
+and names as `TextClassifier`'s, so `TextClassifier.from_encoder(mlm)` starts fine-tuning from what it learned:
+
+    mlm = MaskedLanguageModel.from_preset("small", vocab_size=20000, max_length=256)
+    mlm.compile_for_training()
+    mlm.fit(masked_lm_dataset(ids, batch_size=64, mask_token_id=2), epochs=3, steps_per_epoch=...)
+    classifier = TextClassifier.from_encoder(mlm, num_classes=2)
+
+Only the masked positions are projected onto the vocabulary: the head reads the encoder's states at
+`mask_positions`, so the costly `dim x vocab_size` product runs on 15% of the tokens, as in BERT's reference code.
+"""
+
+import keras
+from keras import ops
+
+from keras_tfm.layers import EncoderBlock, TokenEmbedding
+from keras_tfm.layers import _checks
+from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
+from keras_tfm.models._base import PresetModel
+from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
+
+ENCODER_ARGUMENTS = ("vocab_size", "max_length", "dim", "depth", "num_heads", "mlp_dim", "position",
+                     "norm_first", "layer_norm_epsilon")  # what fixes the encoder's weights, shared with TextClassifier
+
+
+def encoder_layer_names(depth, norm_first=True):
+    """The names of the encoder's layers, the same in `MaskedLanguageModel` and `TextClassifier`."""
+    return ["token_embedding", *(f"block_{i}" for i in range(depth)), *(["encoder_norm"] if norm_first else [])]
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class MaskedLanguageModel(PresetModel, keras.Model):
+    """A Transformer encoder over token ids (0 = padding) that predicts the tokens hidden at `mask_positions`.
+
+    Layer names: `token_embedding`, `block_0` ... `block_{depth-1}`, `encoder_norm` (the encoder, as in
+    `TextClassifier`), then the head: `mlm_gather`, `mlm_dense` (dim -> dim, GELU), `mlm_norm`, then the token table
+    transposed (the output is tied to `token_embedding`, as in BERT) and `mlm_logits` (float32).
+
+    Args:
+        vocab_size: number of token ids (0 is padding; the [MASK] id is one of them).
+        max_length: longest sequence the model accepts.
+        dim, depth, num_heads, mlp_dim: width, number of blocks, heads per block, MLP width.
+        position: `"sinusoidal"`, `"learned"` or `None`.
+        dropout: dropout rate in the embedding and the blocks.
+        attention_dropout: dropout on attention weights.
+        norm_first: pre-norm (default) or post-norm blocks.
+        layer_norm_epsilon: epsilon of the layer norms.
+        **kwargs: `keras.Model` arguments.
+
+    Call arguments / shapes:
+        A dict with `"token_ids"` `(batch, length)` ints (hidden tokens already replaced, `length <= max_length`)
+        and `"mask_positions"` `(batch, predictions)` ints (indices into `length`) -> logits
+        `(batch, predictions, vocab_size)` (float32, also under mixed precision). Labels are the original ids at
+        those positions, with 0 for unused prediction slots, which the loss and accuracy of
+        `compile_for_training` ignore.
+
+    Example:
+
+    >>> mlm = MaskedLanguageModel.from_preset("tiny", vocab_size=1000, max_length=32)
+    >>> inputs = {"token_ids": np.array([[5, 2, 9, 0]]), "mask_positions": np.array([[1, 0]])}
+    >>> tuple(mlm(inputs).shape)
+    (1, 2, 1000)
+    """
+
+    PRESETS = TEXT_CLASSIFIER_PRESETS  # the same sizes as the classifier it pre-trains
+
+    def __init__(
+        self,
+        vocab_size,
+        max_length,
+        dim=128,
+        depth=2,
+        num_heads=4,
+        mlp_dim=256,
+        position="sinusoidal",
+        dropout=0.1,
+        attention_dropout=0.0,
+        norm_first=True,
+        layer_norm_epsilon=1e-6,
+        **kwargs,
+    ):
+        self.check_keywords(kwargs)
+        kwargs.setdefault("name", "masked_language_model")
+        _checks.positive_int("depth", depth)
+        _checks.positive_int("max_length", max_length)
+        token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+        mask_positions = keras.Input((None,), dtype="int32", name="mask_positions")
+        embedding = TokenEmbedding(
+            vocab_size, dim, max_length=max_length, position=position, dropout=dropout, name="token_embedding"
+        )
+        x = embedding(token_ids)  # (batch, length, dim) + padding mask
+        for i in range(depth):
+            x = EncoderBlock(
+                num_heads, mlp_dim, dropout=dropout, attention_dropout=attention_dropout, norm_first=norm_first,
+                layer_norm_epsilon=layer_norm_epsilon, name=f"block_{i}",
+            )(x)
+        if norm_first:
+            x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
+        # The states at the hidden positions: (batch, predictions, dim). The padding mask ends here; unused
+        # prediction slots are label 0, which the loss ignores.
+        x = keras.layers.Lambda(
+            lambda inputs: ops.take_along_axis(inputs[0], ops.expand_dims(inputs[1], -1), axis=1),
+            mask=lambda inputs, mask: None, name="mlm_gather",
+        )([x, mask_positions])
+        x = keras.layers.Dense(dim, activation="gelu", name="mlm_dense")(x)
+        x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="mlm_norm")(x)
+        x = embedding(x, reverse=True)  # (batch, predictions, vocab_size): the token table, transposed
+        logits = keras.layers.Activation("linear", dtype="float32", name="mlm_logits")(x)
+        super().__init__({"token_ids": token_ids, "mask_positions": mask_positions}, logits, **kwargs)
+
+        self.store_arguments(locals())
+
+    def token_inputs(self, x):
+        if isinstance(x, dict):
+            return [("x['token_ids']", x.get("token_ids"), self.vocab_size)]
+        return []
+
+    def compile_for_training(self, optimizer=None, **kwargs):
+        """`compile` with the cross-entropy and accuracy over the masked positions only (labels 0 are ignored).
+
+        Args:
+            optimizer: defaults to AdamW(5e-4, weight decay 0.01 except `no_weight_decay()`, clipping at norm 1).
+            **kwargs: passed on to `compile` (e.g. `jit_compile`).
+        """
+        if optimizer is None:
+            optimizer = keras.optimizers.AdamW(5e-4, weight_decay=0.01, clipnorm=1.0)
+            self.exclude_from_weight_decay(optimizer)
+        self.compile(optimizer=optimizer, loss=MaskedSparseCategoricalCrossentropy(from_logits=True),
+                     metrics=[MaskedAccuracy()], **kwargs)
+
+    def no_weight_decay(self):
+        return super().no_weight_decay() + ["position_embeddings"]
+
+    def encoder_config(self):
+        """The arguments that fix the encoder's weights (what `TextClassifier.from_encoder` copies)."""
+        return {name: getattr(self, name) for name in ENCODER_ARGUMENTS}
