@@ -59,9 +59,11 @@ def main(argv=None, extra_callbacks=()):
     strategy = common.setup(args)
     output_dir = common.output_directory("reverse_digits", args.output_dir, args.overwrite)
 
-    # Data: generated on the fly, so train and test never overlap in seed.
+    # Data: generated on the fly from three seeds: training strings, validation strings (watched during training)
+    # and test strings (scored once, at the end).
     x_train, y_train = digits.make_dataset(args.train_samples, args.max_digits, args.task, seed=args.seed)
     x_test, y_test = digits.make_dataset(args.test_samples, args.max_digits, args.task, seed=args.seed + 1)
+    x_valid, y_valid = digits.make_dataset(args.test_samples, args.max_digits, args.task, seed=args.seed + 2)
 
     # Model.
     steps = args.epochs * common.steps_per_epoch(len(x_train), args.batch_size)
@@ -76,14 +78,14 @@ def main(argv=None, extra_callbacks=()):
         model.compile_for_training(optimizer=optimizer, jit_compile=args.jit)
 
     # Train, drawing the cross-attention of a few held-out strings at every epoch.
-    sample = (x_test[:1], y_test[:1, :-1])  # one held-out string, drawn at every epoch
+    sample = (x_valid[:1], y_valid[:1, :-1])  # one validation string, drawn at every epoch
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), tokens=digits.VOCABULARY,
                                      html=True)]
     # The gradient norm goes first, so the CSV logger sees it (a climbing norm is the sign of divergence).
     callbacks = [GradientNormCallback()] + common.standard_callbacks(
         output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
     data = common.fit_data(strategy, (x_train, y_train[:, :-1]), y_train[:, 1:], args.batch_size,
-                           validation_data=((x_test, y_test[:, :-1]), y_test[:, 1:]), seed=args.seed)
+                           validation_data=((x_valid, y_valid[:, :-1]), y_valid[:, 1:]), seed=args.seed)
     model.fit(**data, epochs=args.epochs, callbacks=callbacks, verbose=common.fit_verbosity())
 
     # Evaluate by generating: greedy and beam search, exact match of the whole answer.
