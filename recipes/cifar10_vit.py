@@ -42,7 +42,7 @@ import time
 from recipes import flags
 
 PRESETS = ("ViT-B/16", "ViT-B/32", "ViT-H/14", "ViT-L/16", "ViT-L/32", "ViT-S/16", "ViT-Ti/16",  # VIT_PRESETS
-           "base", "small", "tiny")
+           "base", "cifar10_cpu", "small", "tiny")
 # The patch size of each preset: the paper's names end in it; the small presets all use 4x4 patches.
 PATCH_SIZES = {name: int(name.split("/")[1]) if "/" in name else 4 for name in PRESETS}
 
