@@ -200,7 +200,8 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         self.output_dense.build((None, None, heads, self.head_value_dim))
         if self.locality:
-            # After the four projections, so that the weight order stays that of keras.layers.MultiHeadAttention.
+            # A layer's own weights come before its sublayers': this one is first in `weights`, then the four
+            # projections in keras.layers.MultiHeadAttention's order.
             self.locality_scale = self.add_weight(
                 name="locality_scale", shape=(), initializer=keras.initializers.Constant(self._initial_scale()),
             )
