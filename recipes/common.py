@@ -212,3 +212,99 @@ def exit_when_data_unavailable():
     except DataUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A time budget (`--time-budget MINUTES`): train as many epochs as fit, with a learning-rate schedule planned for
+# exactly those epochs, so that a one-hour run is a proper short schedule, not the first hour of a long one.
+
+
+@keras.saving.register_keras_serializable(package="recipes")
+class PlannedWarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
+    """`warmup_cosine` whose length can be changed during training: `plan(total_steps)`.
+
+    The number of steps is a Keras variable that the schedule reads at every step, so a new plan reaches the
+    compiled training step (a Python number would be frozen into it when it is traced). Warm-up is
+    `warmup_fraction` of the planned steps, then cosine decay to 0 at the last planned step; past it, 0.
+
+    A `.keras` file saved with this schedule loads where `recipes.common` is imported (or with `compile=False`).
+    """
+
+    def __init__(self, peak, total_steps, warmup_fraction=0.1):
+        self.peak = float(peak)
+        self.warmup_fraction = float(warmup_fraction)
+        self.total_steps = keras.Variable(max(int(total_steps), 1), dtype="int64", trainable=False,
+                                          name="planned_total_steps")
+
+    def plan(self, total_steps):
+        """Sets the number of steps the schedule runs for (at least 1)."""
+        self.total_steps.assign(max(int(total_steps), 1))
+
+    def __call__(self, step):
+        step = keras.ops.cast(step, "float32")
+        total = keras.ops.cast(self.total_steps, "float32")
+        warmup = keras.ops.floor(total * self.warmup_fraction)
+        rising = self.peak * step / keras.ops.maximum(warmup, 1.0)
+        progress = keras.ops.clip((step - warmup) / keras.ops.maximum(total - warmup, 1.0), 0.0, 1.0)
+        falling = 0.5 * self.peak * (1.0 + keras.ops.cos(math.pi * progress))
+        return keras.ops.where(step < warmup, rising, falling)
+
+    def get_config(self):
+        return {"peak": self.peak, "total_steps": int(keras.ops.convert_to_numpy(self.total_steps)),
+                "warmup_fraction": self.warmup_fraction}
+
+
+class TimeBudget(keras.callbacks.Callback):
+    """Stops training at the end of the epoch that reaches `minutes`, and plans `schedule` for the epochs that fit.
+
+    After the first epoch (of this `fit`), the epochs that still fit in the budget are estimated from its
+    duration; training is planned to end after them (at most `fit`'s `epochs`), and `schedule.plan` gets that
+    many steps, so the learning rate reaches 0 at the planned end. The budget counts `fit` from its start:
+    training and validation, not data loading or model building. The first epoch includes tracing and
+    compilation, so the estimate is on the safe side; if later epochs turn out slower, training still stops at
+    the end of the epoch that reaches the budget. The first epoch itself runs on the schedule made before
+    (`--epochs` long), which only makes its warm-up slower. A resumed run gets the whole budget again.
+
+    Args:
+        minutes: the budget.
+        schedule: a `PlannedWarmupCosine` (or anything with `plan(total_steps)`), or None to only stop.
+        clock: a function returning seconds (tests pass a fake one).
+        verbose: whether to print the plan.
+    """
+
+    def __init__(self, minutes, schedule=None, clock=time.monotonic, verbose=True):
+        super().__init__()
+        if not minutes > 0:
+            raise ValueError(f"`minutes` must be a positive number. Received: minutes={minutes!r}")
+        self.minutes = minutes
+        self.schedule = schedule
+        self.clock = clock
+        self.verbose = verbose
+        self.planned_epochs = None
+
+    def on_train_begin(self, logs=None):
+        self.started = self.clock()
+        self.planned_epochs = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch_started = self.clock()
+        self.steps = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps += 1
+
+    def on_epoch_end(self, epoch, logs=None):
+        now = self.clock()
+        elapsed, budget = now - self.started, 60.0 * self.minutes
+        if self.planned_epochs is None:
+            seconds = max(now - self.epoch_started, 1e-9)
+            more = max(int((budget - elapsed) // seconds), 0)  # whole epochs of this length still fitting
+            most = self.params.get("epochs") if self.params else None
+            self.planned_epochs = min(epoch + 1 + more, most) if most else epoch + 1 + more
+            if self.schedule is not None:
+                self.schedule.plan(self.planned_epochs * self.steps)
+            if self.verbose:
+                print(f"time budget {self.minutes:g} min: the first epoch took {seconds:.0f} s, so training is "
+                      f"planned for {self.planned_epochs} epochs of {self.steps} steps")
+        if elapsed >= budget or epoch + 1 >= self.planned_epochs:
+            self.model.stop_training = True
