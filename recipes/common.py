@@ -224,7 +224,9 @@ class PlannedWarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
     """`warmup_cosine` whose length can be changed during training: `plan(total_steps)`.
 
     The number of steps is a Keras variable that the schedule reads at every step, so a new plan reaches the
-    compiled training step (a Python number would be frozen into it when it is traced). Warm-up is
+    compiled training step (a Python number would be frozen into it when it is traced): on TensorFlow, with or
+    without XLA, and on JAX without `jit_compile` (a jitted JAX step sees only model and optimizer variables,
+    so `TimeBudget` refuses that combination). Warm-up is
     `warmup_fraction` of the planned steps, then cosine decay to 0 at the last planned step; past it, 0.
 
     A `.keras` file saved with this schedule loads where `recipes.common` is imported (or with `compile=False`).
@@ -283,6 +285,11 @@ class TimeBudget(keras.callbacks.Callback):
         self.planned_epochs = None
 
     def on_train_begin(self, logs=None):
+        if self.schedule is not None and keras.backend.backend() == "jax" and getattr(self.model, "jit_compile", False):
+            # JAX passes only the model's and optimizer's variables into a jitted step; the schedule's own
+            # variable would be frozen at its first value there.
+            raise ValueError("TimeBudget cannot re-plan the learning rate inside a jit-compiled JAX training step. "
+                             "Compile with jit_compile=False (no --jit) or use the TensorFlow backend.")
         self.started = self.clock()
         self.planned_epochs = None
 
