@@ -127,7 +127,8 @@ def build_model(args, num_classes):
     if args.patch_size:
         overrides["patch_size"] = args.patch_size
     if args.pretrained:
-        overrides.update(position="learned", pool="cls")  # what every released ViT checkpoint has
+        # What every released ViT checkpoint has (also when a small-data preset is named).
+        overrides.update(position="learned", pool="cls", tokenizer="linear", locality=False)
     model = ViT.from_preset(args.preset, **overrides)
     if args.pretrained:
         load_vit_weights(model, args.pretrained, skip_head=True)  # a fresh head for the 10 CIFAR classes

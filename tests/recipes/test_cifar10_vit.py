@@ -92,6 +92,9 @@ def test_pretrained_builds_a_checkpoint_shaped_model_and_keeps_a_fresh_head(tmp_
     model = cifar10_vit.build_model(args, num_classes=10)
     assert (model.position, model.pool, model.image_size, model.num_classes) == ("learned", "cls", 64, 10)
     assert calls == [(model, str(checkpoint), True)]
+    args = cifar10_vit.parse_args(["--preset", "cifar10_cpu", "--pretrained", str(checkpoint)])
+    model = cifar10_vit.build_model(args, num_classes=10)
+    assert (model.tokenizer, model.locality, model.pool) == ("linear", False, "cls")
 
 
 def _fake_split(monkeypatch, seen):
