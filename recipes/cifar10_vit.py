@@ -170,7 +170,8 @@ def main(argv=None, extra_callbacks=()):
         model = build_model(args, num_classes)
         if args.time_budget:
             schedule = common.PlannedWarmupCosine(args.learning_rate, steps, args.warmup_fraction)
-            optimizer = keras.optimizers.AdamW(schedule, weight_decay=args.weight_decay, **common.optimizer_options(args))
+            optimizer = keras.optimizers.AdamW(schedule, weight_decay=args.weight_decay,
+                                               **common.optimizer_options(args))
         else:
             optimizer = common.adamw(args, steps)
         # Decay the weight matrices only: not biases, layer-norm scales and shifts, [CLS] token, positions or

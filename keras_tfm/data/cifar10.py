@@ -177,9 +177,10 @@ def holdout(dataset, validation_images, seed=0):
     images, labels = to_arrays(dataset)
     if isinstance(validation_images, bool) or not isinstance(validation_images, (int, np.integer)) or not (
             0 <= validation_images < len(labels)):
-        raise ValueError(f"`validation_images` must be an integer in [0, {len(labels)}): the data set has {len(labels)} "
-                         f"training images and some must be left to train on. Received: validation_images="
-                         f"{validation_images!r}")
+        raise ValueError(
+            f"`validation_images` must be an integer in [0, {len(labels)}): the data set has {len(labels)} training "
+            f"images and some must be left to train on. Received: validation_images={validation_images!r}"
+        )
     order = np.random.default_rng(seed).permutation(len(labels))
     by_class = order[np.argsort(labels[order], kind="stable")]  # class after class, each in random order
     # Evenly spaced picks through the classes give each class its share (to within one image).
