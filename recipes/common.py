@@ -262,9 +262,10 @@ class TimeBudget(keras.callbacks.Callback):
     After the first epoch (of this `fit`), the epochs that still fit in the budget are estimated from its
     duration; training is planned to end after them (at most `fit`'s `epochs`), and `schedule.plan` gets that
     many steps, so the learning rate reaches 0 at the planned end. The budget counts `fit` from its start:
-    training and validation, not data loading or model building. The first epoch includes tracing and
-    compilation, so the estimate is on the safe side; if later epochs turn out slower, training still stops at
-    the end of the epoch that reaches the budget. The first epoch itself runs on the schedule made before
+    training and validation, not data loading or model building. The first training step, which traces and
+    compiles the step function, is left out of the estimate (its time is replaced by that of an average step);
+    validation's own tracing is not, so the estimate is on the safe side. If later epochs turn out slower,
+    training still stops at the end of the epoch that reaches the budget. The first epoch itself runs on the schedule made before
     (`--epochs` long), which only makes its warm-up slower. A resumed run gets the whole budget again.
 
     Args:
@@ -299,12 +300,20 @@ class TimeBudget(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self.steps += 1
+        if self.planned_epochs is None:
+            self.last_step_ended = self.clock()
+            if self.steps == 1:
+                self.first_step_ended = self.last_step_ended
 
     def on_epoch_end(self, epoch, logs=None):
         now = self.clock()
         elapsed, budget = now - self.started, 60.0 * self.minutes
         if self.planned_epochs is None:
-            seconds = max(now - self.epoch_started, 1e-9)
+            seconds = now - self.epoch_started
+            if self.steps > 1:  # the first step, with tracing and compilation, counted as an average one
+                average_step = (self.last_step_ended - self.first_step_ended) / (self.steps - 1)
+                seconds -= (self.first_step_ended - self.epoch_started) - average_step
+            seconds = max(seconds, 1e-9)
             more = max(int((budget - elapsed) // seconds), 0)  # whole epochs of this length still fitting
             most = self.params.get("epochs") if self.params else None
             self.planned_epochs = min(epoch + 1 + more, most) if most else epoch + 1 + more

@@ -169,8 +169,8 @@ def test_planned_warmup_cosine_is_warmup_cosine_until_replanned():
 class FakeClock:
     """Seconds that pass only when a batch is trained: `seconds_per_batch[epoch]` per batch."""
 
-    def __init__(self, seconds_per_batch):
-        self.now, self.seconds_per_batch = 1000.0, seconds_per_batch
+    def __init__(self, seconds_per_batch, first_step=None):
+        self.now, self.seconds_per_batch, self.first_step = 1000.0, seconds_per_batch, first_step
 
     def __call__(self):
         return self.now
@@ -183,19 +183,22 @@ class FakeClock:
                 self.epoch = epoch
 
             def on_train_batch_end(self, batch, logs=None):
-                clock.now += clock.seconds_per_batch[min(self.epoch, len(clock.seconds_per_batch) - 1)]
+                if clock.first_step is not None and self.epoch == batch == 0:
+                    clock.now += clock.first_step
+                else:
+                    clock.now += clock.seconds_per_batch[min(self.epoch, len(clock.seconds_per_batch) - 1)]
 
         return Tick()
 
 
-def _budget_run(minutes, seconds_per_batch, epochs=50):
+def _budget_run(minutes, seconds_per_batch, epochs=50, first_step=None):
     """A tiny model trained on 4 batches per epoch under a `TimeBudget` with a fake clock."""
     keras.utils.set_random_seed(0)
     x = np.random.default_rng(0).normal(size=(32, 3)).astype("float32")
     schedule = common.PlannedWarmupCosine(0.1, total_steps=epochs * 4, warmup_fraction=0.25)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     model.compile(optimizer=keras.optimizers.SGD(schedule), loss="mse")
-    clock = FakeClock(seconds_per_batch)
+    clock = FakeClock(seconds_per_batch, first_step)
     budget = common.TimeBudget(minutes, schedule, clock=clock, verbose=False)
     history = model.fit(x, x[:, :1], batch_size=8, epochs=epochs, callbacks=[clock.callback(), budget], verbose=0)
     return len(history.epoch), budget, schedule, model
@@ -215,6 +218,13 @@ def test_time_budget_stops_at_the_end_of_the_epoch_that_reaches_it():
     # passes 3 minutes during the third epoch, which is finished, and training stops there.
     epochs, budget, _, _ = _budget_run(3, [10.0, 30.0])
     assert budget.planned_epochs == 4 and epochs == 3
+
+
+def test_time_budget_leaves_the_compiling_first_step_out_of_the_estimate():
+    # The first step takes 100 s (tracing, compiling), the others 10 s: the first epoch took 130 s, but an epoch
+    # takes 40 s; 50 s of a 3-minute budget are left, so one more epoch fits.
+    epochs, budget, _, _ = _budget_run(3, [10.0], first_step=100.0)
+    assert budget.planned_epochs == 2 and epochs == 2
 
 
 def test_time_budget_never_plans_more_than_the_fit_epochs_nor_less_than_one():
