@@ -320,7 +320,8 @@ class TimeBudget(keras.callbacks.Callback):
             if self.schedule is not None:
                 self.schedule.plan(self.planned_epochs * self.steps)
             if self.verbose:
-                print(f"time budget {self.minutes:g} min: the first epoch took {seconds:.0f} s, so training is "
-                      f"planned for {self.planned_epochs} epochs of {self.steps} steps")
+                print(f"time budget {self.minutes:g} min: {elapsed:.0f} s used by the first epoch, about "
+                      f"{seconds:.0f} s per epoch from now on, so training is planned for {self.planned_epochs} "
+                      f"epochs of {self.steps} steps")
         if elapsed >= budget or epoch + 1 >= self.planned_epochs:
             self.model.stop_training = True
