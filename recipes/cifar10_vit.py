@@ -1,13 +1,22 @@
 """Train a Vision Transformer on CIFAR-10 from scratch (or fine-tune pretrained ViT weights) and look at its attention.
 
 The images are cut into 4x4 patches (64 tokens + [CLS]); augmentation runs in tf.data on the CPU while the
-model trains. After training the run holds the test accuracy (summary.json), a confusion matrix, and attention
-rollout overlays showing which patches the [CLS] token drew on for fixed test images.
+model trains. 5,000 of the 50,000 training images are held out (stratified, seeded; `--validation-images`) and
+validate every epoch; the test images are scored once, after training. The run then holds the test accuracy
+(summary.json), a confusion matrix, and attention rollout overlays showing which patches the [CLS] token drew on
+for fixed test images.
 
     python -m recipes.cifar10_vit --randaugment --mixup --cutmix   # the >= 90% run: 100 epochs, one GPU
     python -m recipes.cifar10_vit                                  # crop + flip only
     python -m recipes.cifar10_vit --image-dir ~/data/cifar10       # PNG/JPEG folders instead of tensorflow-datasets
     python -m recipes.cifar10_vit --quick                          # tiny: checks that everything runs (CPU, < 1 min)
+    python -m recipes.cifar10_vit --preset cifar10_cpu --time-budget 60   # what a CPU can learn in an hour
+
+A time budget (`--time-budget MINUTES`) trains as many epochs as fit: the first epoch's duration tells how many,
+the learning-rate schedule (warm-up, cosine decay to 0) is re-planned for exactly those, and training stops at
+the end of the epoch that reaches the budget; `--epochs` is then the most it may run. Preset "cifar10_cpu" is
+made for it: a convolutional stem (CCT), locality self-attention and sequence pooling, the options that let a
+small ViT learn from small data (`keras_tfm.models.ViT`: `tokenizer`, `locality`, `pool`).
 
 Defaults, chosen for >= 90% test accuracy within 100 epochs on one GPU from scratch. They follow DeiT's
 training (Touvron et al. 2021) as small-data ViT work uses it (e.g. Lee et al. 2021, "Vision Transformer for
@@ -43,7 +52,7 @@ import time
 from recipes import flags
 
 PRESETS = ("ViT-B/16", "ViT-B/32", "ViT-H/14", "ViT-L/16", "ViT-L/32", "ViT-S/16", "ViT-Ti/16",  # VIT_PRESETS
-           "base", "small", "tiny")
+           "base", "cifar10_cpu", "small", "tiny")
 # The patch size of each preset: the paper's names end in it; the small presets all use 4x4 patches.
 PATCH_SIZES = {name: int(name.split("/")[1]) if "/" in name else 4 for name in PRESETS}
 
@@ -78,9 +87,17 @@ def parse_args(argv):
                         help="use only N training images")
     parser.add_argument("--test-samples", type=flags.positive_int, default=None, metavar="N",
                         help="use only N test images")
+    parser.add_argument("--validation-images", type=flags.non_negative_int, default=5000, metavar="N",
+                        help="hold out N training images (stratified, drawn with --seed) to validate on every epoch; "
+                             "0 = no validation. The test images are only scored once, after training")
+    parser.add_argument("--time-budget", type=flags.positive_float, default=None, metavar="MINUTES",
+                        help="train for about MINUTES: the epochs that fit are estimated from the first one, the "
+                             "learning-rate schedule is planned for them, and training stops at the end of the epoch "
+                             "that reaches the budget (--epochs is then the most); None = exactly --epochs")
     args = parser.parse_args(argv)
     if args.quick:
         args.epochs, args.train_samples, args.test_samples = 1, 384, 128
+        args.validation_images = min(args.validation_images, 64)
     args.preset = args.preset or ("tiny" if args.quick else "small")
     patch_size = args.patch_size or PATCH_SIZES[args.preset]
     if args.image_size % patch_size:
@@ -111,7 +128,8 @@ def build_model(args, num_classes):
     if args.patch_size:
         overrides["patch_size"] = args.patch_size
     if args.pretrained:
-        overrides.update(position="learned", pool="cls")  # what every released ViT checkpoint has
+        # What every released ViT checkpoint has (also when a small-data preset is named).
+        overrides.update(position="learned", pool="cls", tokenizer="linear", locality=False)
     model = ViT.from_preset(args.preset, **overrides)
     if args.pretrained:
         load_vit_weights(model, args.pretrained, skip_head=True)  # a fresh head for the 10 CIFAR classes
@@ -127,6 +145,11 @@ def main(argv=None, extra_callbacks=()):
     download = args.download or args.data_dir is None  # never fill a folder the user named without being asked
     with common.exit_when_data_unavailable():
         train, test, class_names = cifar10.load(args.data_dir, args.image_dir, download=download, seed=args.seed)
+        try:
+            train, (validation_images, validation_labels) = cifar10.holdout(train, args.validation_images, args.seed)
+        except ValueError as error:  # more held out than there are images: a usage error, not a traceback
+            print(f"error: --validation-images {args.validation_images}: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
     if args.train_samples:
         train = train.take(args.train_samples)
     test_images, test_labels = cifar10.to_arrays(test.take(args.test_samples) if args.test_samples else test)
@@ -136,13 +159,19 @@ def main(argv=None, extra_callbacks=()):
         cutmix=args.cutmix, seed=args.seed,
     )
     test_batches = cifar10.evaluation_pipeline(test_images, test_labels, args.batch_size, num_classes, args.image_size)
+    validation_batches = cifar10.evaluation_pipeline(
+        validation_images, validation_labels, args.batch_size, num_classes, args.image_size
+    ) if args.validation_images else None
     output_dir = common.output_directory("cifar10_vit", args.output_dir, args.overwrite)
 
     # Model and optimiser. Labels are one-hot (label smoothing, MixUp, CutMix), hence the categorical loss.
+    # With a time budget the schedule is re-planned after the first epoch for the epochs that fit.
     steps = args.epochs * common.steps_per_epoch(cifar10.num_examples(train), args.batch_size)
     with common.strategy_scope(strategy):
         model = build_model(args, num_classes)
-        optimizer = common.adamw(args, steps, model=model)  # no decay on biases, norms, [CLS] token, positions
+        # A time budget re-plans the schedule after the first epoch; the schedule is otherwise the same.
+        schedule = common.PlannedWarmupCosine(args.learning_rate, steps, args.warmup_fraction) if args.time_budget else None
+        optimizer = common.adamw(args, steps, model=model, schedule=schedule)  # no decay: ViT.no_weight_decay()
         model.compile(
             optimizer=optimizer,
             loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=args.label_smoothing),
@@ -150,20 +179,25 @@ def main(argv=None, extra_callbacks=()):
             jit_compile=args.jit,
         )
 
-    # Train, drawing the attention rollout of four fixed test images ten times over the run.
-    sample = np.asarray(cifar10.resize(test_images[:4], args.image_size))
+    # Train, drawing the attention rollout of four fixed held-out images ten times over the run.
+    sample = np.asarray(cifar10.resize((validation_images if args.validation_images else test_images)[:4],
+                                       args.image_size))
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), kind="image",
                                      class_names=class_names, every_n_epochs=max(1, args.epochs // 10), html=True)]
-    extra = (pictures if args.attention_maps else []) + list(extra_callbacks)
+    budget = [common.TimeBudget(args.time_budget, schedule)] if args.time_budget else []
+    extra = budget + (pictures if args.attention_maps else []) + list(extra_callbacks)
     callbacks = common.standard_callbacks(output_dir, extra)
     fit_started = time.time()
-    history = model.fit(**common.fit_data(strategy, train_batches, validation_data=test_batches), epochs=args.epochs,
-                        callbacks=callbacks, verbose=common.fit_verbosity())  # the tf.data pipeline shuffles
+    history = model.fit(**common.fit_data(strategy, train_batches, validation_data=validation_batches),
+                        epochs=args.epochs, callbacks=callbacks, verbose=common.fit_verbosity())  # the pipeline shuffles
     seconds_per_epoch = (time.time() - fit_started) / max(len(history.epoch), 1)
 
-    # Evaluate: accuracy and confusion matrix on the whole test set.
+    # Evaluate, once: accuracy and confusion matrix on the whole test set, never seen during training.
     predicted = model.predict(test_batches, verbose=0).argmax(-1)
-    metrics = {"test_accuracy": float(np.mean(predicted == test_labels)), "seconds_per_epoch": seconds_per_epoch}
+    metrics = {"test_accuracy": float(np.mean(predicted == test_labels)), "seconds_per_epoch": seconds_per_epoch,
+               "epochs_trained": len(history.epoch)}
+    if "val_accuracy" in history.history:
+        metrics["validation_accuracy"] = history.history["val_accuracy"][-1]
     print(f"\ntest accuracy {metrics['test_accuracy']:.4f} on {len(test_labels)} images "
           f"({seconds_per_epoch:.0f} s per epoch)")
     visualize.save_figure(visualize.plot_confusion_matrix(test_labels, predicted, class_names),

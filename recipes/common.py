@@ -247,15 +247,15 @@ def optimizer_options(args):
             "gradient_accumulation_steps": args.accumulate_steps if args.accumulate_steps > 1 else None}
 
 
-def adamw(args, total_steps, model=None, **kwargs):
-    """AdamW from the recipe flags: warm-up + cosine decay to `--learning-rate` over `total_steps` batches,
-    `--weight-decay`, `--clipnorm`, `--accumulate-steps`; `kwargs` (e.g. `beta_2`) go to `keras.optimizers.AdamW`.
+def adamw(args, total_steps, model=None, schedule=None, **kwargs):
+    """AdamW from the recipe flags: warm-up + cosine decay to `--learning-rate` over `total_steps` batches (or
+    `schedule`), `--weight-decay`, `--clipnorm`, `--accumulate-steps`; `kwargs` (e.g. `beta_2`) go to
+    `keras.optimizers.AdamW`.
 
     Weight decay skips what `model.no_weight_decay()` names (biases, norms, position tables, learned tokens)."""
-    optimizer = keras.optimizers.AdamW(
-        warmup_cosine(args.learning_rate, total_steps, args.warmup_fraction), weight_decay=args.weight_decay,
-        **optimizer_options(args), **kwargs,
-    )
+    if schedule is None:
+        schedule = warmup_cosine(args.learning_rate, total_steps, args.warmup_fraction)
+    optimizer = keras.optimizers.AdamW(schedule, weight_decay=args.weight_decay, **optimizer_options(args), **kwargs)
     if model is not None:
         model.exclude_from_weight_decay(optimizer)
     return optimizer
@@ -333,3 +333,116 @@ def exit_when_data_unavailable():
     except DataUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A time budget (`--time-budget MINUTES`): train as many epochs as fit, with a learning-rate schedule planned for
+# exactly those epochs, so that a one-hour run is a proper short schedule, not the first hour of a long one.
+
+
+@keras.saving.register_keras_serializable(package="recipes")
+class PlannedWarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
+    """`warmup_cosine` whose length can be changed during training: `plan(total_steps)`.
+
+    The number of steps is a Keras variable that the schedule reads at every step, so a new plan reaches the
+    compiled training step (a Python number would be frozen into it when it is traced): on TensorFlow, with or
+    without XLA, and on JAX without `jit_compile` (a jitted JAX step sees only model and optimizer variables,
+    so `TimeBudget` refuses that combination). Warm-up is
+    `warmup_fraction` of the planned steps, then cosine decay to 0 at the last planned step; past it, 0.
+
+    A `.keras` file saved with this schedule loads where `recipes.common` is imported (or with `compile=False`).
+    """
+
+    def __init__(self, peak, total_steps, warmup_fraction=0.1):
+        self.peak = float(peak)
+        self.warmup_fraction = float(warmup_fraction)
+        self.total_steps = keras.Variable(max(int(total_steps), 1), dtype="int64", trainable=False,
+                                          name="planned_total_steps")
+
+    def plan(self, total_steps):
+        """Sets the number of steps the schedule runs for (at least 1)."""
+        self.total_steps.assign(max(int(total_steps), 1))
+
+    def __call__(self, step):
+        step = keras.ops.cast(step, "float32")
+        total = keras.ops.cast(self.total_steps, "float32")
+        warmup = keras.ops.floor(total * self.warmup_fraction)
+        rising = self.peak * step / keras.ops.maximum(warmup, 1.0)
+        progress = keras.ops.clip((step - warmup) / keras.ops.maximum(total - warmup, 1.0), 0.0, 1.0)
+        falling = 0.5 * self.peak * (1.0 + keras.ops.cos(math.pi * progress))
+        return keras.ops.where(step < warmup, rising, falling)
+
+    def get_config(self):
+        return {"peak": self.peak, "total_steps": int(keras.ops.convert_to_numpy(self.total_steps)),
+                "warmup_fraction": self.warmup_fraction}
+
+
+class TimeBudget(keras.callbacks.Callback):
+    """Stops training at the end of the epoch that reaches `minutes`, and plans `schedule` for the epochs that fit.
+
+    After the first epoch (of this `fit`), the epochs that still fit in the budget are estimated from its
+    duration; training is planned to end after them (at most `fit`'s `epochs`), and `schedule.plan` gets that
+    many steps, so the learning rate reaches 0 at the planned end. The budget counts `fit` from its start:
+    training and validation, not data loading or model building. The first training step, which traces and
+    compiles the step function, is left out of the estimate (its time is replaced by that of an average step);
+    validation's own tracing is not, so the estimate is on the safe side. If later epochs turn out slower,
+    training still stops at the end of the epoch that reaches the budget. The first epoch itself runs on the schedule made before
+    (`--epochs` long), which only makes its warm-up slower. A resumed run gets the whole budget again.
+
+    Args:
+        minutes: the budget.
+        schedule: a `PlannedWarmupCosine` (or anything with `plan(total_steps)`), or None to only stop.
+        clock: a function returning seconds (tests pass a fake one).
+        verbose: whether to print the plan.
+    """
+
+    def __init__(self, minutes, schedule=None, clock=time.monotonic, verbose=True):
+        super().__init__()
+        if not minutes > 0:
+            raise ValueError(f"`minutes` must be a positive number. Received: minutes={minutes!r}")
+        self.minutes = minutes
+        self.schedule = schedule
+        self.clock = clock
+        self.verbose = verbose
+        self.planned_epochs = None
+
+    def on_train_begin(self, logs=None):
+        if self.schedule is not None and keras.backend.backend() == "jax" and getattr(self.model, "jit_compile", False):
+            # JAX passes only the model's and optimizer's variables into a jitted step; the schedule's own
+            # variable would be frozen at its first value there.
+            raise ValueError("TimeBudget cannot re-plan the learning rate inside a jit-compiled JAX training step. "
+                             "Compile with jit_compile=False (no --jit) or use the TensorFlow backend.")
+        self.started = self.clock()
+        self.planned_epochs = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch_started = self.clock()
+        self.steps = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps += 1
+        if self.planned_epochs is None:
+            self.last_step_ended = self.clock()
+            if self.steps == 1:
+                self.first_step_ended = self.last_step_ended
+
+    def on_epoch_end(self, epoch, logs=None):
+        now = self.clock()
+        elapsed, budget = now - self.started, 60.0 * self.minutes
+        if self.planned_epochs is None:
+            seconds = now - self.epoch_started
+            if self.steps > 1:  # the first step, with tracing and compilation, counted as an average one
+                average_step = (self.last_step_ended - self.first_step_ended) / (self.steps - 1)
+                seconds -= (self.first_step_ended - self.epoch_started) - average_step
+            seconds = max(seconds, 1e-9)
+            more = max(int((budget - elapsed) // seconds), 0)  # whole epochs of this length still fitting
+            most = self.params.get("epochs") if self.params else None
+            self.planned_epochs = min(epoch + 1 + more, most) if most else epoch + 1 + more
+            if self.schedule is not None:
+                self.schedule.plan(self.planned_epochs * self.steps)
+            if self.verbose:
+                print(f"time budget {self.minutes:g} min: {elapsed:.0f} s used by the first epoch, about "
+                      f"{seconds:.0f} s per epoch from now on, so training is planned for {self.planned_epochs} "
+                      f"epochs of {self.steps} steps")
+        if elapsed >= budget or epoch + 1 >= self.planned_epochs:
+            self.model.stop_training = True

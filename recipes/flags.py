@@ -25,6 +25,7 @@ def _argument_type(name, convert, accept, expected):
 
 # argparse types for the recipes' flags (argparse turns the errors into usage errors).
 positive_int = _argument_type("positive_int", int, lambda v: v >= 1, "a positive integer")
+non_negative_int = _argument_type("non_negative_int", int, lambda v: v >= 0, "an integer >= 0")
 positive_float = _argument_type("positive_float", float, lambda v: v > 0, "a positive number")
 non_negative_float = _argument_type("non_negative_float", float, lambda v: not v < 0, ">= 0")
 fraction = _argument_type("fraction", float, lambda v: 0.0 <= v < 1.0, "in [0, 1)")

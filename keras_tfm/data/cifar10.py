@@ -15,6 +15,9 @@ normalises. Training batches get, in this order:
           -> RandAugment (optional, per image) -> batch -> resize (when image_size != 32)
           -> one-hot labels -> MixUp or CutMix (optional, per batch)
 
+Validation: `holdout(train, 5000)` sets aside a stratified, seeded sample of the training images, so that the
+choices made while training (which epoch, which flags) are made on them and the test images are scored once.
+
 Labels are one-hot in every pipeline: label smoothing and MixUp/CutMix both need them, so train with
 `keras.losses.CategoricalCrossentropy`.
 """
@@ -151,6 +154,42 @@ def to_arrays(dataset):
         images.append(image_batch.numpy())
         labels.append(label_batch.numpy())
     return np.concatenate(images), np.concatenate(labels).astype("int32")
+
+
+def holdout(dataset, validation_images, seed=0):
+    """Sets `validation_images` training images aside for validation, the same share of every class.
+
+    The images are drawn with a fixed `seed`, so a run and its rerun validate on the same images; neither the
+    training part nor the validation part is in class order.
+
+    Args:
+        dataset: `(image, label)` pairs, e.g. the `train` of `load`.
+        validation_images: how many to hold out, in [0, number of images).
+        seed: seed of the draw.
+
+    Returns:
+        `(train, (images, labels))`: a dataset of the remaining pairs, and the held-out NumPy arrays (uint8
+        images, int32 labels) for `evaluation_pipeline`.
+
+    Raises:
+        ValueError: `validation_images` leaves no training image (or is negative).
+    """
+    images, labels = to_arrays(dataset)
+    if isinstance(validation_images, bool) or not isinstance(validation_images, (int, np.integer)) or not (
+            0 <= validation_images < len(labels)):
+        raise ValueError(
+            f"`validation_images` must be an integer in [0, {len(labels)}): the data set has {len(labels)} training "
+            f"images and some must be left to train on. Received: validation_images={validation_images!r}"
+        )
+    order = np.random.default_rng(seed).permutation(len(labels))
+    by_class = order[np.argsort(labels[order], kind="stable")]  # class after class, each in random order
+    # Evenly spaced picks through the classes give each class its share (to within one image).
+    picked = by_class[np.linspace(0, len(labels), validation_images, endpoint=False).astype(int)]
+    held = np.zeros(len(labels), bool)
+    held[picked] = True
+    kept, validation = order[~held[order]], order[held[order]]  # both in the random order
+    train = tf.data.Dataset.from_tensor_slices((images[kept], labels[kept]))
+    return train, (images[validation], labels[validation])
 
 
 # --------------------------------------------------------------------------------------------------------------

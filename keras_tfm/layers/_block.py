@@ -1,6 +1,8 @@
 """What the encoder and decoder blocks share: their arguments, the checks on them, the sublayer factories and
 `get_config`. Each block file then shows only its own wiring (which sublayers, in which order)."""
 
+import inspect
+
 import keras
 
 from keras_tfm.layers import _checks
@@ -32,7 +34,9 @@ class TransformerBlockBase(keras.layers.Layer):
     def __init__(self, num_heads, mlp_dim, dropout=0.0, attention_dropout=0.0, norm_first=True,
                  layer_norm_epsilon=1e-6, activation="gelu", drop_path=0.0, key_dim=None, attention_scale=None,
                  seed=None, **kwargs):
-        _checks.known_keywords(type(self), kwargs, _checks.layer_keywords(), signature_of=TransformerBlockBase)
+        # A subclass's own arguments (EncoderBlock's `locality`) are taken before this; name them in the hint too.
+        own = set(inspect.signature(type(self).__init__).parameters) - {"self", "kwargs"}
+        _checks.known_keywords(type(self), kwargs, _checks.layer_keywords() | own, signature_of=TransformerBlockBase)
         super().__init__(**kwargs)
         _checks.positive_int("num_heads", num_heads)
         _checks.positive_int("mlp_dim", mlp_dim)
@@ -65,9 +69,9 @@ class TransformerBlockBase(keras.layers.Layer):
     def _norm(self, name):
         return keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
 
-    def _attention(self, name):
+    def _attention(self, name, locality=False):
         return MultiHeadAttention(
-            self.num_heads, key_dim=self.key_dim, attention_scale=self.attention_scale,
+            self.num_heads, key_dim=self.key_dim, attention_scale=self.attention_scale, locality=locality,
             dropout=self.attention_dropout, seed=self._next_seed(), dtype=self.dtype_policy, name=name,
         )
 

@@ -7,6 +7,11 @@ Each query scores every key with a dot product; dividing by √d_k keeps the log
 the head size, so the softmax does not saturate; the softmax turns the scores into weights that sum to 1 over
 the keys; the output is the weighted average of the values. `h` heads do this in parallel in `d_k`-sized
 subspaces and their results are concatenated and mixed by W_O.
+
+Locality self-attention (LSA; Lee et al., 2021, "Vision Transformer for Small-Size Datasets", section 3.2) is
+two changes that sharpen the attention of a ViT trained on little data: the logit scale becomes a trained
+weight (a learnable temperature, initialised at `1/√d_k`), and each token is blocked from attending to itself
+(diagonal masking), so the weights go to the *other* tokens instead of mostly to the token's own key.
 """
 
 import math
@@ -16,7 +21,7 @@ from keras import ops
 
 from keras_tfm.layers import _checks
 from keras_tfm.layers._utils import clone_initializer
-from keras_tfm.layers.masking import causal_mask
+from keras_tfm.layers.masking import causal_mask, same_position
 
 # Logits of blocked keys are replaced by this (in float32) before the softmax. It is finite, so a query
 # whose keys are *all* blocked gets a uniform (finite) distribution instead of 0/0 = NaN, which is also what
@@ -53,6 +58,10 @@ class MultiHeadAttention(keras.layers.Layer):
             the logits' variance near 1 whatever the head size; `attention_scale=1.0` switches the scaling off (an
             ablation: `python -m recipes.experiments scaling`). The same name as in `EncoderBlock`/`DecoderBlock`;
             the old name `scale` still works, with a FutureWarning, for one release.
+        locality: locality self-attention (LSA, Lee et al. 2021): the logit scale is a trained scalar weight
+            `locality_scale`, initialised at `attention_scale` (or `1/√d_k`), and query `i` is blocked from key
+            `i` (key `cache_index + i` with a cache). Meant for self-attention; it cannot be combined with
+            `use_causal_mask` (the first token would have no key left).
         **kwargs: standard `keras.layers.Layer` arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -114,6 +123,7 @@ class MultiHeadAttention(keras.layers.Layer):
         bias_initializer="zeros",
         seed=None,
         attention_scale=None,
+        locality=False,
         **kwargs,
     ):
         attention_scale = _checks.renamed("MultiHeadAttention", kwargs, "scale", "attention_scale", attention_scale)
@@ -135,6 +145,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
         self.attention_scale = attention_scale
+        self.locality = bool(locality)
         self.supports_masking = True
         self.attention_dropout = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
         # A hook, part of the layer's API (see "Attributes" above): `keras_tfm.attention_maps` sets it for one call.
@@ -188,6 +199,12 @@ class MultiHeadAttention(keras.layers.Layer):
             "abcd,cde->abe", (None, self.output_dim or query_width), "e", "attention_output"
         )
         self.output_dense.build((None, None, heads, self.head_value_dim))
+        if self.locality:
+            # A layer's own weights come before its sublayers': this one is first in `weights`, then the four
+            # projections in keras.layers.MultiHeadAttention's order.
+            self.locality_scale = self.add_weight(
+                name="locality_scale", shape=(), initializer=keras.initializers.Constant(self._initial_scale()),
+            )
         self.built = True
 
     # ------------------------------------------------------------------------------------------------------
@@ -260,13 +277,25 @@ class MultiHeadAttention(keras.layers.Layer):
             cache = (key_heads, value_heads)  # (batch, cache_len, heads, dim) each
             causal_offset = cache_index
 
+        if self.locality and use_causal_mask:
+            raise ValueError(
+                "`locality=True` blocks each token from attending to itself; with `use_causal_mask=True` the first "
+                f"token would have no key left. Use one of the two. Layer '{self.name}'."
+            )
         mask = self._attention_mask(
             query_heads, key_heads, query_mask, value_mask, key_mask, attention_mask, use_causal_mask, causal_offset
         )  # (batch, query_len, key_len) or None
+        if self.locality:
+            # Diagonal masking: query i does not see key i (the key at its own position).
+            lengths = ops.shape(query_heads)[1], ops.shape(key_heads)[1]
+            off_diagonal = ops.logical_not(same_position(*lengths, causal_offset))[None]  # (1, query_len, key_len)
+            full = (ops.shape(query_heads)[0],) + lengths
+            mask = ops.broadcast_to(off_diagonal, full) if mask is None else ops.logical_and(mask, off_diagonal)
         attention_dropout_active = bool(training) and self.dropout > 0
         # The fused kernel wants one head size for queries, keys and values (JAX's rejects value_dim != key_dim).
         fused_fits = self.head_value_dim == self.head_key_dim
-        explicit = return_attention_scores or attention_dropout_active or self.score_recorder is not None
+        explicit = (return_attention_scores or attention_dropout_active or self.score_recorder is not None
+                    or self.locality)
         if explicit or not fused_fits:
             attended, scores = self.compute_attention(query_heads, key_heads, value_heads, mask, training)
             if self.score_recorder is not None:
@@ -295,10 +324,14 @@ class MultiHeadAttention(keras.layers.Layer):
         extras = ((scores,) if return_attention_scores else ()) + ((cache,) if cache is not None else ())
         return (output,) + extras if extras else output
 
+    def _initial_scale(self):
+        return 1.0 / math.sqrt(self.head_key_dim) if self.attention_scale is None else float(self.attention_scale)
+
     @property
     def logit_scale(self):
-        """The factor on `QKᵀ`: `attention_scale`, or `1/√d_k` (the paper)."""
-        return 1.0 / math.sqrt(self.head_key_dim) if self.attention_scale is None else float(self.attention_scale)
+        """The factor on `QKᵀ`: `attention_scale`, or `1/√d_k` (the paper); the trained `locality_scale` weight
+        with `locality=True`."""
+        return ops.cast(self.locality_scale, "float32") if self.locality else self._initial_scale()
 
     def compute_attention(self, query, key, value, mask=None, training=None):
         """The explicit scaled dot-product attention; subclasses may override it.
@@ -369,6 +402,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "seed": self.seed,
                 "attention_scale": self.attention_scale,
+                "locality": self.locality,
             }
         )
         return config

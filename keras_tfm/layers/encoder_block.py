@@ -28,6 +28,9 @@ class EncoderBlock(TransformerBlockBase):
         key_dim: size of each head; defaults to `dim // num_heads`.
         attention_scale: factor on the attention logits; None = `1/√key_dim` (see `MultiHeadAttention`).
         seed: seed of the dropouts; each random sublayer gets its own seed derived from it.
+        locality: locality self-attention (Lee et al. 2021, "Vision Transformer for Small-Size Datasets"): a
+            trained logit scale and no attention from a token to itself (see `MultiHeadAttention`). For ViTs
+            trained from scratch on small data sets. Encoder only: a causal decoder cannot mask the diagonal.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -51,10 +54,13 @@ class EncoderBlock(TransformerBlockBase):
     ((2, 10, 32), (2, 4, 10, 10))
     """
 
-    def __init__(self, num_heads, mlp_dim, **kwargs):
+    CONFIG = TransformerBlockBase.CONFIG + ("locality",)
+
+    def __init__(self, num_heads, mlp_dim, locality=False, **kwargs):
         super().__init__(num_heads, mlp_dim, **kwargs)
+        self.locality = bool(locality)
         self.attention_norm = self._norm("attention_norm")
-        self.attention = self._attention("attention")
+        self.attention = self._attention("attention", locality=self.locality)
         self.attention_output_dropout = self._dropout()
         self.feed_forward_norm = self._norm("feed_forward_norm")
         self.feed_forward = self._feed_forward()

@@ -41,6 +41,31 @@ def causal_mask(query_length, key_length=None, offset=0):
     return ops.greater_equal(query_positions, key_positions)  # (q, k)
 
 
+def same_position(query_length, key_length=None, offset=0):
+    """True where query `i` and key `offset + i` are the same token: the diagonal that locality self-attention
+    masks (Lee et al., 2021) so that a token attends to the *other* tokens.
+
+    Args:
+        query_length: number of queries (int or scalar tensor).
+        key_length: number of keys; defaults to `query_length`.
+        offset: int or scalar tensor, position of query 0 among the keys (as in `causal_mask`).
+
+    Returns:
+        Boolean tensor of shape `(query_length, key_length)`.
+
+    Example:
+
+    >>> same_position(2, 3)  # doctest: +SKIP
+    [[ True, False, False],
+     [False,  True, False]]
+    """
+    if key_length is None:
+        key_length = query_length
+    query_positions = ops.arange(query_length)[:, None] + ops.cast(offset, "int32")  # (q, 1)
+    key_positions = ops.arange(key_length)[None, :]  # (1, k)
+    return ops.equal(query_positions, key_positions)  # (q, k)
+
+
 def attention_mask_from_torch(mask):
     """Converts a PyTorch-style mask (True = blocked, or additive 0 / -inf) to the Keras convention.
 

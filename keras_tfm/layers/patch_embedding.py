@@ -4,15 +4,29 @@
 linearly projected to `dim` (a Conv2D with kernel = stride = P does exactly that), the patches are read in
 row-major order as a sequence of tokens, a learnable [CLS] token is prepended, and a position encoding is
 added so the Transformer knows where each patch came from.
+
+The step that makes the token grid is the `tokenizer`; three are built in, and all give the same grid (one
+token per `patch_size` block of pixels), so the positions, the [CLS] token and everything downstream are the same:
+
+    "linear"   the paper's: each patch flattened and projected (a Conv2D with kernel = stride = patch size)
+    "conv"     a convolutional stem (CCT, Hassani et al. 2021; the ViT paper's hybrid, section 3.1):
+               log2(patch size) stages of 3x3 conv + ReLU + stride-2 max-pool  (`ConvTokenizer`)
+    "shifted"  shifted patch tokenization (SPT, Lee et al. 2021): the image and its four diagonal half-patch
+               shifts, cut into patches, layer-normed and projected  (`ShiftedPatchTokenization`)
+
+The last two give a ViT the spatial prior that lets it learn from small data sets such as CIFAR-10.
 """
 
 import keras
 from keras import ops
 
 from keras_tfm.layers import _checks
+from keras_tfm.layers.conv_tokenizer import ConvTokenizer
 from keras_tfm.layers.position_encoding import sincos_2d_position_encoding
+from keras_tfm.layers.shifted_patch_tokenization import ShiftedPatchTokenization
 
 POSITIONS = ("sincos2d", "learned", None)
+TOKENIZERS = ("linear", "conv", "shifted")
 INTERPOLATIONS = ("bilinear", "bicubic")
 
 
@@ -63,6 +77,10 @@ class PatchEmbedding(keras.layers.Layer):
         dropout: dropout rate applied to the token sequence.
         interpolation: `"bicubic"` or `"bilinear"`, how a learned table is resampled to a new grid.
         seed: seed of the dropout.
+        tokenizer: how the token grid is made (see the module docstring): `"linear"` (default, the paper's
+            patches), `"conv"` (a `ConvTokenizer` stem of log2(patch size) stages; the patch size must be a
+            square power of two) or `"shifted"` (`ShiftedPatchTokenization`; patch sides at least 2). The
+            sublayer is the `projection` attribute in every case.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -90,6 +108,7 @@ class PatchEmbedding(keras.layers.Layer):
         dropout=0.0,
         interpolation="bicubic",
         seed=None,
+        tokenizer="linear",
         **kwargs,
     ):
         _checks.known_keywords(PatchEmbedding, kwargs, _checks.layer_keywords())
@@ -103,6 +122,11 @@ class PatchEmbedding(keras.layers.Layer):
         _checks.one_of("position", position, POSITIONS)
         _checks.one_of("interpolation", interpolation, INTERPOLATIONS)
         _checks.rate("dropout", dropout)
+        _checks.one_of("tokenizer", tokenizer, TOKENIZERS)
+        square = patch_shape[0] == patch_shape[1]
+        if tokenizer == "conv" and (not square or patch_shape[0] < 2 or patch_shape[0] & (patch_shape[0] - 1)):
+            raise ValueError("tokenizer='conv' halves the grid in each stage, so `patch_size` must be a square power "
+                             f"of two (2, 4, 8, ...). Received: patch_size={patch_size!r}")
         if position == "sincos2d" and dim % 4:
             raise ValueError(f"`dim` must be divisible by 4 for position='sincos2d'. Received: dim={dim}")
         self.patch_size = patch_size
@@ -113,11 +137,20 @@ class PatchEmbedding(keras.layers.Layer):
         self.dropout = dropout
         self.interpolation = interpolation
         self.seed = seed
-        self.projection = keras.layers.Conv2D(
-            dim, kernel_size=patch_shape, strides=patch_shape, padding="valid", dtype=self.dtype_policy,
-            name="projection",
-        )
+        self.tokenizer = tokenizer
+        self.projection = self._tokenizer_layer()  # images -> (batch, rows, columns, dim)
         self.dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+
+    def _tokenizer_layer(self):
+        if self.tokenizer == "conv":
+            stages = self.patch_shape[0].bit_length() - 1  # log2(patch size): each stage halves the grid
+            return ConvTokenizer(self.dim, stages, dtype=self.dtype_policy, name="projection")
+        if self.tokenizer == "shifted":
+            return ShiftedPatchTokenization(self.patch_shape, self.dim, dtype=self.dtype_policy, name="projection")
+        return keras.layers.Conv2D(
+            self.dim, kernel_size=self.patch_shape, strides=self.patch_shape, padding="valid",
+            dtype=self.dtype_policy, name="projection",
+        )
 
     def grid_size(self, height, width):
         """The `(rows, columns)` patch grid of a `height` × `width` image; raises if a side does not divide."""
@@ -204,6 +237,7 @@ class PatchEmbedding(keras.layers.Layer):
                 "dropout": self.dropout,
                 "interpolation": self.interpolation,
                 "seed": self.seed,
+                "tokenizer": self.tokenizer,
             }
         )
         return config

@@ -22,6 +22,10 @@ VIT_PRESETS = {
     "tiny": dict(image_size=32, patch_size=4, dim=128, depth=4, num_heads=4, mlp_dim=256),
     "small": dict(image_size=32, patch_size=4, dim=192, depth=6, num_heads=4, mlp_dim=384),
     "base": dict(image_size=32, patch_size=4, dim=384, depth=8, num_heads=6, mlp_dim=1152, drop_path=0.1),
+    # A CPU-sized model with the small-data options: a two-stage convolutional stem (an 8x8 token grid, like
+    # 4x4 patches), locality self-attention and sequence pooling (CCT, Hassani et al. 2021; Lee et al. 2021).
+    "cifar10_cpu": dict(image_size=32, patch_size=4, dim=128, depth=4, num_heads=4, mlp_dim=256, tokenizer="conv",
+                        locality=True, pool="sequence"),
 }
 
 TEXT_CLASSIFIER_PRESETS = {

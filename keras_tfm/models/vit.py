@@ -1,19 +1,24 @@
 """The Vision Transformer (Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words").
 
     image -> rescale to [-1, 1] -> PatchEmbedding (+[CLS], + positions) -> depth x EncoderBlock
-          -> LayerNorm -> [CLS] state (or mean of patch tokens) -> Dense logits
+          -> LayerNorm -> [CLS] state (or mean, or sequence pooling, of the patch tokens) -> Dense logits
+
+Three options make a ViT learn from small data sets (CIFAR-10's 50,000 images) without pre-training, by giving
+it some of a CNN's spatial prior: a convolutional or shifted-patch `tokenizer` (CCT, Hassani et al. 2021; SPT,
+Lee et al. 2021), locality self-attention (`locality=True`, Lee et al. 2021) and sequence pooling
+(`pool="sequence"`, CCT). Preset "cifar10_cpu" combines them in a model small enough to train on a CPU.
 """
 
 import warnings
 
 import keras
 
-from keras_tfm.layers import EncoderBlock, PatchEmbedding
+from keras_tfm.layers import EncoderBlock, PatchEmbedding, SequencePooling
 from keras_tfm.layers import _checks
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models.presets import VIT_PRESETS
 
-POOLS = ("cls", "mean")
+POOLS = ("cls", "mean", "sequence")
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -34,8 +39,10 @@ class ViT(PresetModel, keras.Model):
         patch_size: int or `(height, width)` of a patch.
         num_classes: number of output classes (ignored with `include_top=False`).
         dim, depth, num_heads, mlp_dim: width, number of blocks, heads per block, MLP width.
-        pool: `"cls"` (read the [CLS] token) or `"mean"` (average the patch tokens; no [CLS] token), as in
-            `TextClassifier`. The old name `"gap"` still works, with a FutureWarning, for one release.
+        pool: `"cls"` (read the [CLS] token), `"mean"` (average the patch tokens; no [CLS] token), as in
+            `TextClassifier`, or `"sequence"` (a learned attention-weighted average of the patch tokens, CCT's
+            sequence pooling, `SequencePooling`; no [CLS] token). The old name `"gap"` still works, with a
+            FutureWarning, for one release.
         position: `"sincos2d"` or `"learned"` position encoding.
         dropout: dropout after the patch embedding, in the blocks, and before the head.
         attention_dropout: dropout on attention weights.
@@ -46,6 +53,11 @@ class ViT(PresetModel, keras.Model):
         channels: number of image channels.
         rescale: whether the model rescales [0, 255] pixels to [-1, 1].
         layer_norm_epsilon: epsilon of every layer norm.
+        tokenizer: how `PatchEmbedding` makes the token grid: `"linear"` (the paper's patches), `"conv"` (a
+            convolutional stem, CCT / hybrid ViT) or `"shifted"` (shifted patch tokenization, SPT). The grid is
+            the same in all three: one token per patch.
+        locality: locality self-attention in every block (a trained logit scale, no attention of a token to
+            itself; Lee et al. 2021).
         **kwargs: `keras.Model` arguments (`name`, ...).
 
     Call arguments / shapes:
@@ -80,6 +92,8 @@ class ViT(PresetModel, keras.Model):
         channels=3,
         rescale=True,
         layer_norm_epsilon=1e-6,
+        tokenizer="linear",
+        locality=False,
         **kwargs,
     ):
         self.check_keywords(kwargs)
@@ -96,7 +110,8 @@ class ViT(PresetModel, keras.Model):
             _checks.positive_int("num_classes", num_classes)
         height, width = image_size if isinstance(image_size, (tuple, list)) else (image_size, image_size)
         patch_embedding = PatchEmbedding(
-            patch_size, dim, position=position, class_token=pool == "cls", dropout=dropout, name="patch_embedding"
+            patch_size, dim, position=position, class_token=pool == "cls", dropout=dropout, tokenizer=tokenizer,
+            name="patch_embedding",
         )
         patch_embedding.grid_size(height, width)  # raises if the image size does not divide into patches
 
@@ -114,11 +129,14 @@ class ViT(PresetModel, keras.Model):
                 attention_dropout=attention_dropout,
                 drop_path=rate,
                 layer_norm_epsilon=layer_norm_epsilon,
+                locality=locality,
                 name=f"block_{i}",
             )(x)
         x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
         if pool == "cls":
             x = keras.layers.Lambda(lambda tokens: tokens[:, 0], name="pool")(x)  # the [CLS] token's state
+        elif pool == "sequence":
+            x = SequencePooling(name="pool")(x)  # attention-weighted mean over patch tokens
         else:
             x = keras.layers.GlobalAveragePooling1D(name="pool")(x)  # mean over patch tokens
         outputs = x  # (batch, dim)
@@ -131,4 +149,4 @@ class ViT(PresetModel, keras.Model):
         self.store_arguments(locals())
 
     def no_weight_decay(self):
-        return super().no_weight_decay() + ["cls_token", "position_embeddings"]
+        return super().no_weight_decay() + ["cls_token", "position_embeddings", "locality_scale"]

@@ -233,6 +233,11 @@ def load_vit_weights(model, path, skip_head=False):
             f'position="learned", pool="cls" (the "ViT-*" presets do). Received: position={model.position!r}, '
             f"pool={model.pool!r}"
         )
+    if model.tokenizer != "linear" or model.locality:
+        raise ValueError(
+            "Pretrained ViT checkpoints have linear patch projections and plain attention: build the model with "
+            f'tokenizer="linear", locality=False. Received: tokenizer={model.tokenizer!r}, locality={model.locality!r}'
+        )
     tensors = _read_checkpoint(path)
     scheme = _naming_scheme(tensors, path)
     _check_sizes(model, tensors, scheme, path)

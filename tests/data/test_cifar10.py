@@ -64,3 +64,33 @@ def test_without_a_network_the_download_is_not_started_and_no_folder_is_left(net
     assert len(network_unreachable.connections) == 1 and network_unreachable.downloads == []
     assert os.listdir(tmp_path) == []
     assert [r.getMessage() for r in caplog.records if r.name == "absl"] == []  # no tfds warnings before the message
+
+
+def test_holdout_is_stratified_seeded_and_disjoint():
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(10), [30, 30, 30, 30, 30, 30, 30, 30, 30, 60])  # one class twice as large
+    images = rng.integers(0, 256, (len(labels), 32, 32, 3)).astype("uint8")
+    images[:, 0, 0, 0] = np.arange(len(labels)) % 256  # tell the images apart
+    images[:, 0, 0, 1] = np.arange(len(labels)) // 256
+    data = tf.data.Dataset.from_tensor_slices((images, labels))
+
+    train, (held_images, held_labels) = cifar10.holdout(data, 33, seed=1)
+    train_images, train_labels = cifar10.to_arrays(train)
+    assert len(held_labels) == 33 and len(train_labels) == len(labels) - 33
+    assert np.bincount(held_labels, minlength=10).tolist() == [3] * 9 + [6]  # each class its share
+    ids = lambda x: x[:, 0, 0, 0].astype(int) + 256 * x[:, 0, 0, 1].astype(int)  # noqa: E731
+    assert not set(ids(held_images)) & set(ids(train_images))  # no image in both
+    assert sorted(set(ids(held_images)) | set(ids(train_images))) == list(range(len(labels)))
+    assert not np.all(np.diff(held_labels) >= 0) and not np.all(np.diff(train_labels) >= 0)  # not in class order
+
+    again = cifar10.holdout(data, 33, seed=1)[1][1]
+    other = cifar10.holdout(data, 33, seed=2)[1][0]
+    np.testing.assert_array_equal(again, held_labels)  # the same seed holds out the same images
+    assert set(ids(other)) != set(ids(held_images))
+    assert len(cifar10.to_arrays(cifar10.holdout(data, 0)[0])[1]) == len(labels)
+
+    for bad in (len(labels), -1, 2.5):
+        with pytest.raises(ValueError, match=rf"`validation_images` must be an integer in \[0, 330\).*{bad}"):
+            cifar10.holdout(data, bad)

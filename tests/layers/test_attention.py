@@ -188,3 +188,51 @@ def test_equals_keras_with_implicit_masks_in_a_functional_model():
     real = batch != 0
     # Keras gives padded *queries* uniform weights, we let them attend to real keys: compare real tokens.
     assert_close(to_numpy(ours_model(batch))[real], to_numpy(ref_model(batch))[real])
+
+
+# Locality self-attention (Lee et al., 2021): a trained logit scale and a masked diagonal.
+
+
+def test_locality_masks_the_diagonal_and_trains_its_scale():
+    layer = MultiHeadAttention(HEADS, locality=True)
+    x = random_floats(BATCH, QUERY_LEN, DIM)
+    out, weights = layer(x, return_attention_scores=True)
+    weights = to_numpy(weights)
+    assert np.all(np.diagonal(weights, axis1=-2, axis2=-1) == 0.0)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert layer.weights[0].path.split("/")[-1] == "locality_scale"  # then Keras' projection weights
+    np.testing.assert_allclose(to_numpy(layer.locality_scale), 1 / math.sqrt(DIM // HEADS), rtol=1e-6)
+    assert_close(layer(x), out, atol=1e-6)  # the fused path is never taken: the same output without the weights
+
+    # Before training it is the paper's attention with an off-diagonal attention mask.
+    plain = MultiHeadAttention(HEADS)
+    plain(x)
+    plain.set_weights(layer.get_weights()[1:])
+    off_diagonal = np.broadcast_to(~np.eye(QUERY_LEN, dtype=bool), (BATCH, QUERY_LEN, QUERY_LEN))
+    assert_close(plain(x, attention_mask=off_diagonal), out, atol=1e-5)
+
+    layer.locality_scale.assign(0.0)  # a zero temperature-inverse: uniform over the other tokens
+    _, flat = layer(x, return_attention_scores=True)
+    np.testing.assert_allclose(to_numpy(flat)[0, 0, 0], [0.0] + [1 / (QUERY_LEN - 1)] * (QUERY_LEN - 1), atol=1e-6)
+
+
+def test_locality_scale_gets_a_gradient():
+    inputs = keras.Input((QUERY_LEN, DIM))
+    layer = MultiHeadAttention(HEADS, locality=True, attention_scale=0.3)
+    model = keras.Model(inputs, layer(inputs))
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    np.testing.assert_allclose(to_numpy(layer.locality_scale), 0.3, rtol=1e-6)  # initialised at attention_scale
+    model.fit(random_floats(4, QUERY_LEN, DIM), random_floats(4, QUERY_LEN, DIM, seed=1), verbose=0)
+    assert to_numpy(layer.locality_scale) != pytest.approx(0.3)
+
+
+def test_locality_with_a_padding_mask_and_not_with_a_causal_mask():
+    layer = MultiHeadAttention(HEADS, locality=True)
+    x = random_floats(BATCH, QUERY_LEN, DIM)
+    real = padding([5, 2], QUERY_LEN)
+    _, weights = layer(x, x, query_mask=real, value_mask=real, return_attention_scores=True)
+    weights = to_numpy(weights)
+    assert weights[1, :, :, 2:].max() == 0.0 and weights[1, :, 0, 0].max() == 0.0
+    np.testing.assert_allclose(weights[1, :, 0, 1], 1.0, atol=1e-6)  # token 0's only other real token
+    with pytest.raises(ValueError, match=r"`locality=True`.*`use_causal_mask=True`.*no key left"):
+        layer(x, use_causal_mask=True)

@@ -70,3 +70,12 @@ def test_bad_arguments():
         EncoderBlock(2, -4)
     with pytest.raises(ValueError, match=r"`drop_path` must be a number in \[0, 1\)"):
         EncoderBlock(2, 4, drop_path=2.0)
+
+
+def test_locality_reaches_the_attention_and_a_misspelling_names_it():
+    block = EncoderBlock(2, 16, locality=True)
+    assert block.attention.locality and block.get_config()["locality"] is True
+    _, scores = block(random_floats(2, 5, 8), return_attention_scores=True)
+    assert np.all(np.diagonal(to_numpy(scores), axis1=-2, axis2=-1) == 0.0)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument `localty`.*Did you mean `locality`"):
+        EncoderBlock(2, 16, localty=True)

@@ -51,12 +51,17 @@ CASES = {
     "TokenEmbedding-learned": (learned_token_model, lambda: padded_ids([LENGTH, 3], LENGTH, VOCAB)),
     "PatchEmbedding": image_model(),
     "PatchEmbedding-learned": image_model(position="learned"),
+    "PatchEmbedding-conv": image_model(tokenizer="conv", class_token=False),
+    "PatchEmbedding-shifted": image_model(tokenizer="shifted", position="learned"),
+    "MultiHeadAttention-locality": token_model(lambda: tfm.MultiHeadAttention(2, locality=True)),
+    "SequencePooling": token_model(lambda: tfm.SequencePooling()),
     "MultiHeadAttention": token_model(lambda: tfm.MultiHeadAttention(2)),
     "FeedForward": token_model(lambda: tfm.FeedForward(16)),
     "DropPath": token_model(lambda: tfm.DropPath(0.1)),
     "ClassToken": token_model(lambda: tfm.ClassToken()),
     "EncoderBlock": token_model(lambda: tfm.EncoderBlock(2, 16, dropout=0.1)),
     "EncoderBlock-post-norm": token_model(lambda: tfm.EncoderBlock(2, 16, norm_first=False)),
+    "EncoderBlock-locality": token_model(lambda: tfm.EncoderBlock(2, 16, locality=True)),
     "DecoderBlock": (
         decoder_model,
         lambda: [padded_ids([LENGTH, 4], LENGTH, VOCAB), padded_ids([5, 2], 5, VOCAB, seed=1)],
@@ -66,11 +71,16 @@ CASES = {
 LAYER_FACTORIES = {
     tfm.TokenEmbedding: lambda: tfm.TokenEmbedding(VOCAB, DIM, max_length=9, position="learned", dropout=0.1),
     tfm.PatchEmbedding: lambda: tfm.PatchEmbedding((4, 2), DIM, position="learned", class_token=False),
-    tfm.MultiHeadAttention: lambda: tfm.MultiHeadAttention(2, key_dim=3, value_dim=5, output_dim=7, seed=3),
+    tfm.MultiHeadAttention: lambda: tfm.MultiHeadAttention(2, key_dim=3, value_dim=5, output_dim=7, seed=3,
+                                                           locality=True),
+    tfm.ConvTokenizer: lambda: tfm.ConvTokenizer(16, stages=3, hidden_dim=8),
+    tfm.ShiftedPatchTokenization: lambda: tfm.ShiftedPatchTokenization((4, 2), 16, layer_norm_epsilon=1e-5),
+    tfm.SequencePooling: lambda: tfm.SequencePooling(name="pool"),
     tfm.FeedForward: lambda: tfm.FeedForward(16, activation="relu", output_dim=4),
     tfm.DropPath: lambda: tfm.DropPath(0.2, seed=1),
     tfm.ClassToken: lambda: tfm.ClassToken(initializer="ones"),
-    tfm.EncoderBlock: lambda: tfm.EncoderBlock(2, 16, norm_first=False, drop_path=0.1, layer_norm_epsilon=1e-5),
+    tfm.EncoderBlock: lambda: tfm.EncoderBlock(2, 16, norm_first=False, drop_path=0.1, layer_norm_epsilon=1e-5,
+                                               locality=True),
     tfm.DecoderBlock: lambda: tfm.DecoderBlock(4, 32, attention_dropout=0.1, activation="relu", key_dim=4),
 }
 
@@ -140,7 +150,8 @@ class MaskProbe(keras.layers.Layer):
 
 
 @pytest.mark.parametrize(
-    "name", ["MultiHeadAttention", "FeedForward", "DropPath", "EncoderBlock", "DecoderBlock", "ClassToken"]
+    "name", ["MultiHeadAttention", "MultiHeadAttention-locality", "FeedForward", "DropPath", "EncoderBlock",
+             "EncoderBlock-locality", "DecoderBlock", "ClassToken"]
 )
 def test_padding_mask_propagates_through_the_layer(name):
     model, inputs = case(name)
@@ -191,7 +202,7 @@ def test_jit_compile_fit_and_predict(name):
 def test_a_misspelled_keyword_is_a_type_error_naming_the_closest(cls):
     config = LAYER_FACTORIES[cls]().get_config()
     optional = [p.name for p in inspect.signature(cls.__init__).parameters.values() if p.default is not p.empty]
-    name = "seed" if cls in (tfm.EncoderBlock, tfm.DecoderBlock) else optional[-1]
+    name = "seed" if cls in (tfm.EncoderBlock, tfm.DecoderBlock) else optional[-1] if optional else "name"
     misspelled = name[:-2] + name[-1] + name[-2]  # swap the last two letters: "dropout" -> "dropotu"
     config[misspelled] = config.pop(name)
     with pytest.raises(TypeError, match=rf"unexpected keyword argument `{misspelled}`.*Did you mean `{name}`"):

@@ -28,3 +28,10 @@ def test_torch_additive_mask_is_converted():
 def test_torch_integer_mask_is_rejected():
     with pytest.raises(TypeError, match="dtype=int"):
         attention_mask_from_torch(np.array([[0, 1]], dtype="int32"))
+
+
+def test_same_position_is_the_diagonal_shifted_by_the_offset():
+    from keras_tfm.layers import same_position
+
+    np.testing.assert_array_equal(to_numpy(same_position(2, 3)), [[1, 0, 0], [0, 1, 0]])
+    np.testing.assert_array_equal(to_numpy(same_position(1, 4, offset=2)), [[0, 0, 1, 0]])

@@ -82,3 +82,11 @@ def test_wrong_channels_and_rank():
 def test_bad_constructor_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         PatchEmbedding(**kwargs)
+
+
+@pytest.mark.parametrize("tokenizer", ["linear", "conv", "shifted"])
+def test_every_tokenizer_gives_the_grid_of_the_patch_size(tokenizer):
+    layer = PatchEmbedding(4, 16, tokenizer=tokenizer)
+    assert tuple(layer(random_floats(2, 16, 8, 3)).shape) == (2, 1 + 4 * 2, 16)
+    assert layer.compute_output_shape((2, 16, 8, 3)) == (2, 9, 16)
+    assert layer.get_config()["tokenizer"] == tokenizer

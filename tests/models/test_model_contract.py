@@ -24,7 +24,21 @@ def seq2seq():
     return model, (padded_ids([4, 6, 2, 7], 6), target[:, :-1]), target[:, 1:]
 
 
-MODELS = {"ViT": vit, "TextClassifier": text_classifier, "Seq2SeqTransformer": seq2seq}
+def small_data_vit():
+    """The small-data options: a convolutional stem, locality self-attention and sequence pooling."""
+    model = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32, tokenizer="conv",
+                locality=True, pool="sequence")
+    return model, np.random.default_rng(0).integers(0, 256, (4, 8, 8, 3)).astype("uint8"), np.arange(4) % 3
+
+
+def shifted_patch_vit():
+    model = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32,
+                tokenizer="shifted", position="learned")
+    return model, np.random.default_rng(0).integers(0, 256, (4, 8, 8, 3)).astype("uint8"), np.arange(4) % 3
+
+
+MODELS = {"ViT": vit, "ViT-small-data": small_data_vit, "ViT-shifted-patches": shifted_patch_vit,
+          "TextClassifier": text_classifier, "Seq2SeqTransformer": seq2seq}
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])

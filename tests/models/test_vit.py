@@ -13,9 +13,14 @@ def images(n, size=16, seed=0):
     return np.random.default_rng(seed).integers(0, 256, size=(n, size, size, 3)).astype("uint8")
 
 
-@pytest.mark.parametrize("pool,position", [("cls", "sincos2d"), ("mean", "learned")])
-def test_overfits_a_tiny_batch_and_every_weight_gets_a_gradient(pool, position):
-    model = ViT(pool=pool, position=position, **SMALL)
+@pytest.mark.parametrize("pool,position,options", [
+    ("cls", "sincos2d", {}),
+    ("mean", "learned", {}),
+    ("sequence", "sincos2d", dict(tokenizer="conv", locality=True)),
+    ("cls", "learned", dict(tokenizer="shifted")),
+])
+def test_overfits_a_tiny_batch_and_every_weight_gets_a_gradient(pool, position, options):
+    model = ViT(pool=pool, position=position, **options, **SMALL)
     x, y = np.tile(images(6), (10, 1, 1, 1)), np.tile(np.arange(6) % 3, 10)
     before = [to_numpy(w) for w in model.trainable_weights]
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -76,5 +81,22 @@ def test_bad_input():
         model(np.zeros((1, 16, 18, 3), "float32"))
     with pytest.raises(ValueError, match=r"channels|shape"):
         model(np.zeros((1, 16, 16, 1), "float32"))
-    with pytest.raises(ValueError, match=r"`pool` must be one of \['cls', 'mean'\].*pool='max'"):
+    with pytest.raises(ValueError, match=r"`pool` must be one of \['cls', 'mean', 'sequence'\].*pool='max'"):
         ViT(pool="max", **SMALL)
+
+
+def test_small_data_options_reach_the_layers():
+    model = ViT(tokenizer="shifted", locality=True, pool="sequence", **SMALL)
+    embedding = model.get_layer("patch_embedding")
+    assert embedding.tokenizer == "shifted" and not embedding.class_token
+    assert all(model.get_layer(f"block_{i}").attention.locality for i in range(2))
+    assert type(model.get_layer("pool")).__name__ == "SequencePooling"
+    assert tuple(model.get_layer("pool").output.shape) == (None, 32)
+
+
+def test_cifar10_cpu_preset():
+    model = ViT.from_preset("cifar10_cpu", num_classes=10)
+    assert (model.tokenizer, model.locality, model.pool, model.patch_size) == ("conv", True, "sequence", 4)
+    assert tuple(model(images(2, size=32)).shape) == (2, 10)
+    tokens = model.get_layer("patch_embedding")(np.zeros((1, 32, 32, 3), "float32"))
+    assert tuple(tokens.shape) == (1, 64, 128)  # an 8x8 token grid, no [CLS] token

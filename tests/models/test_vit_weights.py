@@ -334,6 +334,13 @@ def test_models_without_learned_positions_and_cls_token_are_refused(tmp_path, ov
         load_vit_weights(vit(**overrides), path)
 
 
+@pytest.mark.parametrize("overrides", [{"tokenizer": "conv"}, {"tokenizer": "shifted"}, {"locality": True}])
+def test_models_with_the_small_data_options_are_refused(tmp_path, overrides):
+    path = save(tmp_path, "original", original_tensors(random_parameters()))
+    with pytest.raises(ValueError, match=r'build the model with tokenizer="linear", locality=False. Received'):
+        load_vit_weights(vit(**overrides), path)
+
+
 def test_unknown_file_suffix_is_refused(tmp_path):
     (tmp_path / "pytorch_model.bin").write_bytes(b"\0" * 8)
     with pytest.raises(ValueError, match=r"must end in `\.npz`.*or `\.safetensors`"):

@@ -13,7 +13,7 @@ from tests.data.samples import write_image_folder
 
 @pytest.mark.slow
 def test_quick_run_on_an_image_folder_writes_every_promised_file(tmp_path, capsys):
-    images = write_image_folder(tmp_path / "cifar")
+    images = write_image_folder(tmp_path / "cifar", train_per_class=10)
     run = tmp_path / "run"
     summary = cifar10_vit.main(["--quick", "--image-dir", str(images), "--output-dir", str(run)])
 
@@ -29,7 +29,10 @@ def test_quick_run_on_an_image_folder_writes_every_promised_file(tmp_path, capsy
     with open(run / "summary.json") as file:
         assert json.load(file)["metrics"] == summary["metrics"]
     assert 0.0 <= summary["metrics"]["test_accuracy"] <= 1.0
-    assert summary["flags"]["preset"] == "tiny"
+    assert 0.0 <= summary["metrics"]["validation_accuracy"] <= 1.0  # on 64 held-out training images
+    assert summary["flags"]["preset"] == "tiny" and summary["flags"]["validation_images"] == 64
+    with open(run / "history.csv") as file:
+        assert "val_accuracy" in next(csv.DictReader(file))
     out = capsys.readouterr().out
     assert "test accuracy" in out and f"(open in a browser): {run / 'attention' / 'attention.html'}" in out
 
@@ -60,6 +63,8 @@ def test_bad_flags_are_usage_errors(capsys):
         ["--data-dir", "a", "--image-dir", "b"],
         ["--label-smoothing", "1.5"],
         ["--pretrained", "no-such-file.npz"],
+        ["--validation-images", "-1"],
+        ["--time-budget", "0"],
     ]
     for flags in bad:  # one test, not one per flag set: each test's Keras teardown costs more than the check
         with pytest.raises(SystemExit) as exit_info:
@@ -71,6 +76,7 @@ def test_bad_flags_are_usage_errors(capsys):
 def test_defaults_and_quick():
     args = cifar10_vit.parse_args([])
     assert (args.preset, args.epochs, args.label_smoothing, args.image_size) == ("small", 100, 0.1, 32)
+    assert (args.validation_images, args.time_budget) == (5000, None)
     assert (args.randaugment, args.mixup, args.cutmix) == (0.0, 0.0, 0.0)
     args = cifar10_vit.parse_args(["--quick", "--randaugment", "--mixup", "--cutmix", "0.5"])
     assert (args.preset, args.epochs, args.randaugment, args.mixup, args.cutmix) == ("tiny", 1, 0.5, 0.8, 0.5)
@@ -86,3 +92,48 @@ def test_pretrained_builds_a_checkpoint_shaped_model_and_keeps_a_fresh_head(tmp_
     model = cifar10_vit.build_model(args, num_classes=10)
     assert (model.position, model.pool, model.image_size, model.num_classes) == ("learned", "cls", 64, 10)
     assert calls == [(model, str(checkpoint), True)]
+    args = cifar10_vit.parse_args(["--preset", "cifar10_cpu", "--pretrained", str(checkpoint)])
+    model = cifar10_vit.build_model(args, num_classes=10)
+    assert (model.tokenizer, model.locality, model.pool) == ("linear", False, "cls")
+
+
+def _fake_split(monkeypatch, seen):
+    """Replaces the loader by 40 training and 20 test images, and records what the model is fitted and scored on."""
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_tfm.data import cifar10
+
+    rng = np.random.default_rng(0)
+    train = tf.data.Dataset.from_tensor_slices((rng.integers(0, 256, (40, 32, 32, 3)).astype("uint8"),
+                                                np.arange(40) % 10))
+    test = tf.data.Dataset.from_tensor_slices((np.full((20, 32, 32, 3), 7, "uint8"), np.arange(20) % 10))
+    monkeypatch.setattr(cifar10_vit.cifar10, "load", lambda *a, **k: (train, test, list(cifar10.CLASS_NAMES)))
+    fit = cifar10_vit.ViT.fit
+
+    def recording_fit(model, x=None, *args, validation_data=None, callbacks=(), **kwargs):
+        batches = [] if validation_data is None else [images.numpy() for images, _ in validation_data]
+        seen["validation"] = np.concatenate(batches) if batches else None
+        seen["callbacks"] = [type(c).__name__ for c in callbacks]
+        return fit(model, x, *args, validation_data=validation_data, callbacks=callbacks, **kwargs)
+
+    monkeypatch.setattr(cifar10_vit.ViT, "fit", recording_fit)
+
+
+def test_validation_is_on_held_out_training_images_and_the_budget_plans_the_run(tmp_path, monkeypatch, capsys):
+    seen = {}
+    _fake_split(monkeypatch, seen)
+    summary = cifar10_vit.main(["--preset", "tiny", "--epochs", "3", "--batch-size", "16", "--validation-images",
+                                "10", "--time-budget", "30", "--no-attention-maps", "--output-dir",
+                                str(tmp_path / "run")])
+    assert seen["validation"].shape == (10, 32, 32, 3)
+    assert not (seen["validation"] == 7).all(axis=(1, 2, 3)).any()  # no test image (all 7s) among them
+    assert "TimeBudget" in seen["callbacks"]
+    metrics = summary["metrics"]
+    assert set(metrics) >= {"test_accuracy", "validation_accuracy", "epochs_trained"}
+    assert metrics["epochs_trained"] == 3  # 30 minutes hold all 3 epochs of 30 images
+
+    with pytest.raises(SystemExit) as exit_info:  # more held out than there are training images
+        cifar10_vit.main(["--preset", "tiny", "--validation-images", "40", "--output-dir", str(tmp_path / "bad")])
+    assert exit_info.value.code == 2
+    assert "error: --validation-images 40: `validation_images` must be an integer in [0, 40)" in capsys.readouterr().err

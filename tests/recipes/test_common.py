@@ -152,3 +152,101 @@ def test_progress_is_a_bar_on_a_terminal_and_one_line_per_epoch_otherwise(monkey
     assert common.fit_verbosity() == 1
     monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
     assert common.fit_verbosity() == 2
+
+
+def test_planned_warmup_cosine_is_warmup_cosine_until_replanned():
+    schedule = common.PlannedWarmupCosine(1.0, total_steps=100, warmup_fraction=0.1)
+    reference = common.warmup_cosine(1.0, total_steps=100, warmup_fraction=0.1)
+    for step in (0, 5, 10, 30, 55, 99, 100, 150):
+        np.testing.assert_allclose(float(schedule(step)), float(reference(step)), atol=1e-6)
+    schedule.plan(20)
+    values = [float(schedule(step)) for step in (0, 1, 2, 11, 20, 40)]
+    np.testing.assert_allclose(values, [0.0, 0.5, 1.0, 0.5, 0.0, 0.0], atol=1e-6)
+    restored = common.PlannedWarmupCosine.from_config(schedule.get_config())
+    assert restored.get_config() == {"peak": 1.0, "total_steps": 20, "warmup_fraction": 0.1}
+
+
+class FakeClock:
+    """Seconds that pass only when a batch is trained: `seconds_per_batch[epoch]` per batch."""
+
+    def __init__(self, seconds_per_batch, first_step=None):
+        self.now, self.seconds_per_batch, self.first_step = 1000.0, seconds_per_batch, first_step
+
+    def __call__(self):
+        return self.now
+
+    def callback(self):
+        clock = self
+
+        class Tick(keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch, logs=None):
+                self.epoch = epoch
+
+            def on_train_batch_end(self, batch, logs=None):
+                if clock.first_step is not None and self.epoch == batch == 0:
+                    clock.now += clock.first_step
+                else:
+                    clock.now += clock.seconds_per_batch[min(self.epoch, len(clock.seconds_per_batch) - 1)]
+
+        return Tick()
+
+
+def _budget_run(minutes, seconds_per_batch, epochs=50, first_step=None):
+    """A tiny model trained on 4 batches per epoch under a `TimeBudget` with a fake clock."""
+    keras.utils.set_random_seed(0)
+    x = np.random.default_rng(0).normal(size=(32, 3)).astype("float32")
+    schedule = common.PlannedWarmupCosine(0.1, total_steps=epochs * 4, warmup_fraction=0.25)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(schedule), loss="mse")
+    clock = FakeClock(seconds_per_batch, first_step)
+    budget = common.TimeBudget(minutes, schedule, clock=clock, verbose=False)
+    history = model.fit(x, x[:, :1], batch_size=8, epochs=epochs, callbacks=[clock.callback(), budget], verbose=0)
+    return len(history.epoch), budget, schedule, model
+
+
+def test_time_budget_plans_the_schedule_for_the_epochs_that_fit():
+    # 4 batches of 10 s: the first epoch takes 40 s, 140 s of a 3-minute budget are left, 3 more epochs fit.
+    epochs, budget, schedule, model = _budget_run(3, [10.0])
+    assert budget.planned_epochs == 4 and epochs == 4
+    assert int(keras.ops.convert_to_numpy(schedule.total_steps)) == 16  # the learning rate reaches 0 at the end
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 16
+    assert float(schedule(16)) == 0.0 and float(schedule(4)) == pytest.approx(0.1)  # warm-up: 1 of 4 epochs
+
+
+def test_time_budget_stops_at_the_end_of_the_epoch_that_reaches_it():
+    # Planned from a fast first epoch (4 more fit), but later epochs are three times slower: 40 + 120 + 120 s
+    # passes 3 minutes during the third epoch, which is finished, and training stops there.
+    epochs, budget, _, _ = _budget_run(3, [10.0, 30.0])
+    assert budget.planned_epochs == 4 and epochs == 3
+
+
+def test_time_budget_leaves_the_compiling_first_step_out_of_the_estimate():
+    # The first step takes 100 s (tracing, compiling), the others 10 s: the first epoch took 130 s, but an epoch
+    # takes 40 s; 50 s of a 3-minute budget are left, so one more epoch fits.
+    epochs, budget, _, _ = _budget_run(3, [10.0], first_step=100.0)
+    assert budget.planned_epochs == 2 and epochs == 2
+
+
+def test_time_budget_never_plans_more_than_the_fit_epochs_nor_less_than_one():
+    epochs, budget, schedule, _ = _budget_run(60, [1.0], epochs=5)
+    assert (budget.planned_epochs, epochs, int(keras.ops.convert_to_numpy(schedule.total_steps))) == (5, 5, 20)
+    epochs, budget, _, _ = _budget_run(0.5, [60.0])  # the first epoch alone is over budget
+    assert (budget.planned_epochs, epochs) == (1, 1)
+    with pytest.raises(ValueError, match=r"`minutes` must be a positive number.*minutes=0"):
+        common.TimeBudget(0)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_new_plan_reaches_the_compiled_training_step(jit):
+    if jit and keras.backend.backend() == "jax":
+        pytest.skip("a jitted JAX step sees only model and optimizer variables; TimeBudget refuses it")
+    schedule = common.PlannedWarmupCosine(0.1, total_steps=1000, warmup_fraction=0.0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(schedule), loss="mse", jit_compile=jit)
+    x = np.ones((8, 3), "float32")
+    model.fit(x, np.zeros((8, 1)), epochs=1, verbose=0)  # traced with 1000 planned steps
+    schedule.plan(1)  # from now on past the end: learning rate 0
+    before = [keras.ops.convert_to_numpy(w) for w in model.weights]
+    model.fit(x, np.zeros((8, 1)), epochs=1, verbose=0)
+    for old, new in zip(before, model.weights):
+        np.testing.assert_array_equal(old, keras.ops.convert_to_numpy(new))

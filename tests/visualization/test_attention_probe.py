@@ -119,3 +119,14 @@ def test_iter_layers_finds_layers_in_lists_dicts_and_nested_models():
     assert sum(isinstance(layer, keras_tfm.MultiHeadAttention) for layer in layers) == 3
     maps = keras_tfm.attention_maps(model, np.zeros((1, 5, 8), "float32"))
     assert len(maps) == 3
+
+
+def test_vit_maps_with_the_small_data_options():
+    model = ViT(image_size=16, patch_size=4, num_classes=3, dim=16, depth=2, num_heads=2, mlp_dim=32,
+                tokenizer="shifted", locality=True, pool="sequence")
+    maps = keras_tfm.attention_maps(model, np.zeros((2, 16, 16, 3), "uint8"))
+    assert list(maps) == ["block_0", "block_1"] and maps["block_1"].shape == (2, 2, 16, 16)  # no [CLS] token
+    np.testing.assert_allclose(maps["block_1"].sum(-1), 1.0, atol=1e-5)
+    assert np.all(np.diagonal(maps["block_0"], axis1=-2, axis2=-1) == 0.0)
+    rollout = keras_tfm.visualize.attention_rollout(maps)
+    assert rollout.shape == (2, 16, 16) and np.all(np.isfinite(rollout))

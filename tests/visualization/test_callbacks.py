@@ -131,3 +131,18 @@ def test_heads_pictures_show_the_first_sample_real_tokens(tmp_path, monkeypatch)
     real_target = [str(i) for i in target[0, :-1] if i]
     # The last map is the decoder's cross-attention: target tokens (rows) over source tokens (columns).
     assert labels(drawn[-1]) == ((len(real_target), len(real_source)), real_target, real_source)
+
+
+def test_image_pictures_of_a_small_data_vit(tmp_path):
+    """Conv stem, locality self-attention and sequence pooling: no [CLS] token, a masked diagonal."""
+    keras.utils.set_random_seed(3)
+    model = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=2, num_heads=2, mlp_dim=32,
+                tokenizer="conv", locality=True, pool="sequence")
+    x = np.random.default_rng(0).integers(0, 256, (8, 8, 8, 3)).astype("uint8")
+    callback = AttentionMapCallback(x[:2], output_dir=tmp_path / "maps", save_arrays=True, html=True)
+    fit(model, x, np.arange(8) % 3, [callback])
+    arrays = np.load(tmp_path / "maps" / "epoch_002_attention.npz")
+    assert arrays["layer_0"].shape == (1, 2, 4, 4)  # 2x2 patches, no [CLS] token
+    assert np.all(np.diagonal(arrays["layer_1"], axis1=-2, axis2=-1) == 0.0)
+    assert os.path.exists(tmp_path / "maps" / "epoch_002_rollout_1.png")
+    assert os.path.getsize(callback.html_path) > 1000

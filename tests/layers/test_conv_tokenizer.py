@@ -1,0 +1,44 @@
+import numpy as np
+import pytest
+
+from keras_tfm.layers import ConvTokenizer, PatchEmbedding
+from tests.helpers import random_floats, to_numpy
+
+
+def test_each_stage_halves_the_grid():
+    assert tuple(ConvTokenizer(16, stages=1)(random_floats(2, 32, 24, 3)).shape) == (2, 16, 12, 16)
+    tokenizer = ConvTokenizer(16, stages=3, hidden_dim=8)
+    assert tuple(tokenizer(random_floats(2, 32, 24, 3)).shape) == (2, 4, 3, 16)
+    assert [tuple(w.shape) for w in tokenizer.weights] == [(3, 3, 3, 8), (3, 3, 8, 8), (3, 3, 8, 16)]
+
+
+def test_one_stage_is_conv_relu_then_3x3_max_pool_with_stride_2():
+    tokenizer = ConvTokenizer(4, stages=1)
+    images = random_floats(1, 4, 4, 2)
+    out = to_numpy(tokenizer(images))
+    kernel = to_numpy(tokenizer.convolutions[0].kernel)  # (3, 3, 2, 4), no bias
+    padded = np.pad(images[0], ((1, 1), (1, 1), (0, 0)))
+    conv = np.maximum(np.stack([[np.einsum("hwc,hwcd->d", padded[r:r + 3, c:c + 3], kernel) for c in range(4)]
+                                for r in range(4)]), 0)  # (4, 4, 4) after ReLU
+    # "same" 3x3 pooling with stride 2 on 4 pixels: windows [0, 1, 2] and [2, 3] (one pad pixel at the end).
+    windows = [slice(0, 3), slice(2, 4)]
+    expected = np.stack([[conv[r, c].max((0, 1)) for c in windows] for r in windows])
+    np.testing.assert_allclose(out[0], expected, atol=1e-5)
+
+
+def test_patch_embedding_with_a_conv_stem_has_the_grid_of_its_patch_size():
+    embed = PatchEmbedding(4, 16, tokenizer="conv")
+    assert tuple(embed(random_floats(2, 32, 16, 3)).shape) == (2, 1 + 8 * 4, 16)
+    assert isinstance(embed.projection, ConvTokenizer) and embed.projection.stages == 2
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match=r"`stages` must be a positive integer.*stages=0"):
+        ConvTokenizer(16, stages=0)
+    with pytest.raises(ValueError, match=r"`hidden_dim` must be a positive integer or None.*hidden_dim=-1"):
+        ConvTokenizer(16, hidden_dim=-1)
+    for patch_size in (3, 6, 1, (4, 2)):
+        with pytest.raises(ValueError, match=r"tokenizer='conv'.*power of two.*patch_size="):
+            PatchEmbedding(patch_size, 16, tokenizer="conv")
+    with pytest.raises(ValueError, match=r"`tokenizer` must be one of \['linear', 'conv', 'shifted'\].*'cnn'"):
+        PatchEmbedding(4, 16, tokenizer="cnn")
