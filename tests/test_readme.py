@@ -61,6 +61,13 @@ import numpy as np
 ids = np.random.default_rng(0).integers(1, 66, (24, 65))
 prompts = np.array([[5, 6, 7], [8, 9, 0]])
 """
+SETUP["ids: (n, 128) word ids of unlabelled text"] = """
+import numpy as np
+rng = np.random.default_rng(0)
+ids = rng.integers(3, 20000, (64, 128)).astype("int32")
+ids[:, 100:] = 0
+x, y = ids[:16], np.arange(16) % 2
+"""
 SHRINK = {"vocab_size=8000": "vocab_size=320", "make_dataset(2000,": "make_dataset(200,", "epochs=5": "epochs=1"}
 
 

@@ -13,17 +13,20 @@ from keras_tfm.data import digits
 from keras_tfm.models import LANGUAGE_MODEL_PRESETS, SEQ2SEQ_PRESETS, TEXT_CLASSIFIER_PRESETS, VIT_PRESETS
 from keras_tfm.models.text_classifier import POOLS
 from keras_tfm.text import MODEL_TYPES
-from recipes import cifar10_vit, common, experiments, flags, imdb_classifier, language_model, reverse_digits, translate
+from recipes import (cifar10_vit, common, experiments, flags, imdb_classifier, language_model, pretrain_text,
+                     reverse_digits, translate)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RECIPES = ("reverse_digits", "cifar10_vit", "imdb_classifier", "translate", "language_model", "experiments")
+RECIPES = ("reverse_digits", "cifar10_vit", "imdb_classifier", "translate", "language_model", "experiments",
+           "pretrain_text")
+MINIMAL_ARGUMENTS = {"experiments": ["all"], "pretrain_text": ["--text-file", "corpus.txt"]}
 
 
 def test_the_recipes_flag_choices_are_the_librarys_names():
     # The recipes spell these out so that they can parse flags before TensorFlow loads; they must not drift.
     assert reverse_digits.TASKS == digits.TASKS
     assert reverse_digits.PRESETS == translate.PRESETS == tuple(sorted(SEQ2SEQ_PRESETS))
-    assert imdb_classifier.PRESETS == tuple(sorted(TEXT_CLASSIFIER_PRESETS))
+    assert imdb_classifier.PRESETS == pretrain_text.PRESETS == tuple(sorted(TEXT_CLASSIFIER_PRESETS))
     assert imdb_classifier.POOLS == POOLS
     assert cifar10_vit.PRESETS == tuple(sorted(VIT_PRESETS))
     assert cifar10_vit.PATCH_SIZES == {name: preset["patch_size"] for name, preset in VIT_PRESETS.items()}
@@ -45,7 +48,8 @@ def test_help_answers_before_tensorflow_is_imported(recipe):
 @pytest.mark.parametrize("recipe", RECIPES)
 def test_every_flag_has_a_help_text(recipe, capsys):
     module = {"reverse_digits": reverse_digits, "cifar10_vit": cifar10_vit, "imdb_classifier": imdb_classifier,
-              "translate": translate, "language_model": language_model, "experiments": experiments}[recipe]
+              "translate": translate, "language_model": language_model, "experiments": experiments,
+              "pretrain_text": pretrain_text}[recipe]
     with pytest.raises(SystemExit):
         module.parse_args(["--help"])
     text = capsys.readouterr().out
@@ -59,7 +63,7 @@ def test_every_flag_has_a_help_text(recipe, capsys):
 
     argparse.ArgumentParser.parse_args = capture
     try:
-        module.parse_args(["all"] if recipe == "experiments" else [])
+        module.parse_args(MINIMAL_ARGUMENTS.get(recipe, []))
     finally:
         argparse.ArgumentParser.parse_args = original
     missing = [action.option_strings or action.dest for action in parser_actions if not action.help]
