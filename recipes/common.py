@@ -252,11 +252,12 @@ def adamw(args, total_steps, model=None, schedule=None, **kwargs):
     `schedule`), `--weight-decay`, `--clipnorm`, `--accumulate-steps`; `kwargs` (e.g. `beta_2`) go to
     `keras.optimizers.AdamW`.
 
-    Weight decay skips what `model.no_weight_decay()` names (biases, norms, position tables, learned tokens)."""
+    Weight decay skips what `model.no_weight_decay()` names (biases, norms, position tables, learned tokens),
+    unless `--decay-all-weights`."""
     if schedule is None:
         schedule = warmup_cosine(args.learning_rate, total_steps, args.warmup_fraction)
     optimizer = keras.optimizers.AdamW(schedule, weight_decay=args.weight_decay, **optimizer_options(args), **kwargs)
-    if model is not None:
+    if model is not None and not getattr(args, "decay_all_weights", False):
         model.exclude_from_weight_decay(optimizer)
     return optimizer
 

@@ -51,6 +51,9 @@ def recipe_parser(description, epochs, batch_size, learning_rate):
     parser.add_argument("--warmup-fraction", type=fraction, default=0.1,
                         help="fraction of the steps with a linear learning-rate warm-up (then cosine decay)")
     parser.add_argument("--clipnorm", type=float, default=1.0, help="gradient clipping norm (0 turns it off)")
+    parser.add_argument("--decay-all-weights", action="store_true",
+                        help="apply weight decay to every weight, biases, norms, position tables and learned tokens "
+                             "included (to compare with the default, which exempts model.no_weight_decay())")
     parser.add_argument("--accumulate-steps", type=positive_int, default=1, metavar="N",
                         help="average the gradients of N batches before each update (the optimizer's "
                              "gradient_accumulation_steps): the update of an N times larger batch, in the memory "

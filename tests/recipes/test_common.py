@@ -254,3 +254,19 @@ def test_a_new_plan_reaches_the_compiled_training_step(jit):
     model.fit(x, np.zeros((8, 1)), epochs=1, verbose=0)
     for old, new in zip(before, model.weights):
         np.testing.assert_array_equal(old, keras.ops.convert_to_numpy(new))
+
+
+@pytest.mark.parametrize("decay_all", [False, True])
+def test_adamw_exempts_what_the_model_names_unless_told_to_decay_everything(decay_all):
+    from keras_tfm.models import TextClassifier
+
+    model = TextClassifier(vocab_size=20, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    args = argparse.Namespace(learning_rate=1.0, warmup_fraction=0.0, weight_decay=0.5, clipnorm=0, accumulate_steps=1,
+                              decay_all_weights=decay_all)
+    optimizer = common.adamw(args, total_steps=10, model=model)
+    gamma = model.get_layer("encoder_norm").gamma
+    kernel = model.get_layer("head").kernel
+    before = keras.ops.convert_to_numpy(gamma).copy(), keras.ops.convert_to_numpy(kernel).copy()
+    optimizer.apply_gradients([(keras.ops.zeros_like(v), v) for v in model.trainable_variables])
+    assert np.allclose(keras.ops.convert_to_numpy(kernel), 0.5 * before[1])  # matrices always decay
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(gamma), 0.5 * before[0] if decay_all else before[0])
