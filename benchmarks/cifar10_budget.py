@@ -83,7 +83,8 @@ def parse_args(argv=None):
     parser.add_argument("--keras-io-vit", choices=tuple(KERAS_IO_VIT_VERSIONS), default="2021",
                         help="which version of the keras.io ViT page to follow (see the module docstring)")
     parser.add_argument("--run-dir", default=None,
-                        help="folder for ours' recipe run and the keras.io checkpoints; None = a temporary folder")
+                        help="folder for ours' recipe run (ours/) and the keras.io models' best weights; None = a new "
+                             "temporary folder")
     return parser.parse_args(argv)
 
 
@@ -347,6 +348,7 @@ def table(results):
 
 def main(argv=None):
     args = parse_args(argv)
+    load_at_start = os.getloadavg()  # other work on the machine slows every model; the JSON says how much there was
     run_dir = args.run_dir or tempfile.mkdtemp(prefix="cifar10_budget_")
     os.makedirs(run_dir, exist_ok=True)
     data = load_data(args) if set(args.models) - {"ours"} else None  # ours loads its own, the same way
@@ -361,8 +363,9 @@ def main(argv=None):
         "minutes": args.minutes, "seed": args.seed, "image_dir": args.image_dir,
         "validation_images": args.validation_images, "train_images": args.train_images,
         "test_images": args.test_images, "keras_io_vit_version": args.keras_io_vit,
-        "machine": {"cpus": os.cpu_count(), "load_average_at_end": os.getloadavg(),
-                    "backend": keras.backend.backend(), "keras": keras.__version__, "tensorflow": tf.__version__},
+        "machine": {"cpus": os.cpu_count(), "load_average_at_start": load_at_start,
+                    "load_average_at_end": os.getloadavg(), "backend": keras.backend.backend(),
+                    "keras": keras.__version__, "tensorflow": tf.__version__},
         "models": results,
     }
     with open(args.output, "w") as file:
