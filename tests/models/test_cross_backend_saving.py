@@ -23,7 +23,7 @@ NAMES = ("ViT", "TextClassifier", "Seq2SeqTransformer", "TransformerLM")
 
 
 def tiny_models():
-    """name -> (model, inputs): the four ready models, small, with random weights."""
+    """name -> (model, inputs): the four ready models, small, with random weights; 3 samples each."""
     images = np.random.default_rng(0).integers(0, 256, (3, 8, 8, 3)).astype("uint8")
     ids = padded_ids([5, 8, 3], 8)
     tiny = dict(dim=16, num_heads=2, mlp_dim=32)
@@ -32,7 +32,7 @@ def tiny_models():
         "TextClassifier": (TextClassifier(vocab_size=20, max_length=16, depth=1, **tiny), ids),
         "Seq2SeqTransformer": (
             Seq2SeqTransformer(20, 20, encoder_depth=1, decoder_depth=1, max_length=8, **tiny),
-            (padded_ids([4, 6, 2], 6, seed=1), ids[:, :7]),
+            [padded_ids([4, 6, 2], 6, seed=1), ids[:, :7]],  # a list: two inputs (a tuple would be (x, y))
         ),
         "TransformerLM": (TransformerLM(vocab_size=20, depth=1, max_length=8, **tiny), ids),
     }
@@ -45,9 +45,9 @@ def saved_models(tmp_path_factory):
     models = tiny_models()
     assert tuple(models) == NAMES
     for name, (model, x) in models.items():
-        expected = keras.ops.convert_to_numpy(model(x, training=False))
+        expected = model.predict(x, batch_size=3, verbose=0)  # one compiled call, as the loading side makes
         model.save(folder / f"{name}.keras")
-        inputs = {"x": x} if not isinstance(x, tuple) else {"x0": x[0], "x1": x[1]}
+        inputs = {"x0": x[0], "x1": x[1]} if isinstance(x, list) else {"x": x}
         np.savez(folder / f"{name}.npz", expected=expected, **inputs)
     return folder
 
