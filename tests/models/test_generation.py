@@ -252,7 +252,9 @@ def test_compile_loop_compiles_on_tensorflow_and_jax_and_runs_eagerly_without_gr
     """The README's backend table: XLA on TensorFlow, `jax.jit` on JAX (traced once, always reading the latest
     weights), an eager loop under `torch.no_grad()` on PyTorch."""
     backend = keras.backend.backend()
-    scale = keras.Variable(2.0)
+    # A float32 array, like a layer's weights: on JAX a Python float would be weakly typed, and the first
+    # (strongly typed) assignment would retrace.
+    scale = keras.Variable(np.array(2.0, "float32"))
     runs = []  # one entry per Python execution of the function: a compiled one runs once, to trace
 
     def scaled(x):
@@ -266,7 +268,7 @@ def test_compile_loop_compiles_on_tensorflow_and_jax_and_runs_eagerly_without_gr
 
     compiled = generation.compile_loop(scaled, [scale])
     np.testing.assert_allclose(ops.convert_to_numpy(compiled(ops.ones((3,)))), [2.0] * 3)
-    scale.assign(3.0)
+    scale.assign(np.array(3.0, "float32"))
     np.testing.assert_allclose(ops.convert_to_numpy(compiled(ops.ones((3,)))), [3.0] * 3)  # the latest weights
     if backend == "torch":
         assert runs == [False, False]
