@@ -27,6 +27,9 @@ argument checks and NumPy conversion. keras_tfm's `generate` compiles its decodi
 (the uncached reference too); the keras-hub graph is compiled with `jit_compile=True` as well, as keras-hub's own
 `CausalLM.generate` does (`--no-xla` runs it as a plain `tf.function` graph).
 
+Other backends: `KERAS_BACKEND=jax` (generate's loop is `jax.jit`-compiled) or `KERAS_BACKEND=torch` (it runs
+eagerly) time keras_tfm's three rows; the keras-hub row needs TensorFlow.
+
     pip install keras-hub
     python benchmarks/generation_speed.py                  # defaults: batch 16, source 32, 64 new tokens
     python benchmarks/generation_speed.py --batch 2 --new-tokens 8 --rounds 1   # a quick check
@@ -35,6 +38,7 @@ argument checks and NumPy conversion. keras_tfm's `generate` compiles its decodi
 import argparse
 import os
 import statistics
+import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -169,8 +173,6 @@ def main(argv=None):
     if args.new_tokens < 2:
         parser.error("--new-tokens must be at least 2")
 
-    import tensorflow as tf
-
     rng = np.random.default_rng(0)
     source = rng.integers(3, args.vocab, size=(args.batch, args.source_length)).astype("int32")  # no padding
 
@@ -196,6 +198,11 @@ def main(argv=None):
     except ImportError:
         print("keras-hub is not installed (pip install keras-hub): skipping its GreedySampler")
     else:
+        if keras.backend.backend() != "tensorflow":
+            print("keras-hub's loop is compiled as a tf.function here: it runs on the TensorFlow backend only")
+    if "keras_hub" in sys.modules and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
         keras.utils.set_random_seed(0)
         hub = KerasHubSeq2Seq(args.vocab, args.dim, args.depth, args.heads, args.mlp_dim, name="keras_hub")
         hub((source[:, :2], source[:, :2]))  # build every layer

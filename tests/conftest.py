@@ -21,6 +21,9 @@ def _fresh_keras_state():
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:  # `-m "not browser"` leaves out the tests that drive a real browser
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
     if keras.backend.backend() == "tensorflow":
         return
     skip = pytest.mark.skip(reason=f"needs the TensorFlow backend, running on {keras.backend.backend()}")

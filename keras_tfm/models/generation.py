@@ -69,7 +69,9 @@ def compile_loop(function, variables):
 
     TensorFlow: a `tf.function` compiled with XLA (the decoding `while_loop` runs as one compiled program).
     JAX: `jax.jit` of a stateless version, the variables' current values passed in at every call, so the
-    compiled loop always sees the latest weights. PyTorch: runs eagerly.
+    compiled loop always sees the latest weights. PyTorch: not compiled; the loop runs eagerly in Python, one
+    step per token, under `torch.no_grad()` (decoding needs no gradients, and without it every step would keep
+    the autograd graph of the cache alive).
     """
     backend = keras.backend.backend()
     if backend == "tensorflow":
@@ -85,6 +87,10 @@ def compile_loop(function, variables):
 
         jitted = jax.jit(stateless)
         return lambda *args: jitted([variable.value for variable in variables], *args)
+    if backend == "torch":
+        import torch
+
+        return torch.no_grad()(function)
     return function
 
 

@@ -198,6 +198,9 @@ class TransformerLM(PresetModel, keras.Model):
         (`max_length`); to write longer text, continue from the tail of the output (the language-model recipe
         does).
 
+        The decoding loop is compiled once per setting: XLA on TensorFlow, `jax.jit` on JAX; on PyTorch it runs
+        eagerly (a Python loop under `torch.no_grad()`, see `keras_tfm.models.generation.compile_loop`).
+
         Args:
             prompt_ids: `(batch, prompt_len)` ints, right-padded with 0; every row needs at least one token.
             max_new_tokens: how many tokens to add to each prompt.

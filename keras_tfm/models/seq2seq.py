@@ -225,6 +225,9 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
     ):
         """Generates target token ids for a batch of sources.
 
+        The decoding loop is compiled once per setting: XLA on TensorFlow, `jax.jit` on JAX; on PyTorch it runs
+        eagerly (a Python loop under `torch.no_grad()`, see `keras_tfm.models.generation.compile_loop`).
+
         Args:
             source_ids: `(batch, source_len)` int ids (0 = padding).
             max_length: number of tokens to generate (at most the model's `max_length`; default: that).

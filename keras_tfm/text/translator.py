@@ -14,7 +14,7 @@ import numpy as np
 
 from keras_tfm.attention_probe import attention_maps
 from keras_tfm.models.seq2seq import Seq2SeqTransformer
-from keras_tfm.text.tokenizer import END, START, SubwordTokenizer
+from keras_tfm.text.tokenizer import END, START, UNK, SubwordTokenizer
 
 FORMAT = "keras_tfm.Translator"
 
@@ -85,6 +85,9 @@ class Translator:
                 batch = np.concatenate([batch, np.repeat(batch[-1:], batch_size - real, axis=0)])
             tokens = self.model.generate(batch, max_length=max_length, start_id=START, end_id=END, strategy=strategy,
                                          **generate_kwargs)
+            # A model's vocabulary may be larger than the tokenizer's (checked in __init__): an id with no piece
+            # decodes as unknown instead of failing.
+            tokens = np.where(tokens < self.target_tokenizer.vocab_size, tokens, UNK)
             outputs.extend(self.target_tokenizer.decode(tokens[:real]))
         return outputs
 

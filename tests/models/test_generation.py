@@ -246,3 +246,33 @@ def test_check_arguments_names_the_bad_argument():
         generation.check_arguments("greedy", 4, 10, 0.9, 0)
     with pytest.raises(ValueError, match="`num_beams` must be a positive integer"):
         generation.check_arguments("beam", 0, 10, 0.9, 1.0)
+
+
+def test_compile_loop_compiles_on_tensorflow_and_jax_and_runs_eagerly_without_gradients_on_torch():
+    """The README's backend table: XLA on TensorFlow, `jax.jit` on JAX (traced once, always reading the latest
+    weights), an eager loop under `torch.no_grad()` on PyTorch."""
+    backend = keras.backend.backend()
+    # A float32 array, like a layer's weights: on JAX a Python float would be weakly typed, and the first
+    # (strongly typed) assignment would retrace.
+    scale = keras.Variable(np.array(2.0, "float32"))
+    runs = []  # one entry per Python execution of the function: a compiled one runs once, to trace
+
+    def scaled(x):
+        if backend == "torch":
+            import torch
+
+            runs.append(torch.is_grad_enabled())
+        else:
+            runs.append(True)
+        return x * scale
+
+    compiled = generation.compile_loop(scaled, [scale])
+    np.testing.assert_allclose(ops.convert_to_numpy(compiled(ops.ones((3,)))), [2.0] * 3)
+    scale.assign(np.array(3.0, "float32"))
+    np.testing.assert_allclose(ops.convert_to_numpy(compiled(ops.ones((3,)))), [3.0] * 3)  # the latest weights
+    if backend == "torch":
+        assert runs == [False, False]
+    else:
+        assert len(runs) == 1
+    if backend == "tensorflow":  # only a jit_compile=True function has XLA compiler IR
+        assert "HloModule" in compiled.experimental_get_compiler_ir(ops.ones((3,)))(stage="hlo")

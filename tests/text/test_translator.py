@@ -27,6 +27,17 @@ def test_generate_maps_strings_to_strings_in_batches_of_one_shape(translator):
     assert translator.generate([]) == []
 
 
+def test_ids_beyond_the_tokenizers_vocabulary_decode_as_unknown():
+    """A model's vocabulary may be larger than its tokenizer's: ids without a piece decode as unknown (a fresh
+    model, whose output is arbitrary, made the README's example fail on one backend)."""
+    tokenizer = SubwordTokenizer.train(SENTENCES * 30, vocab_size=300)
+    model = Seq2SeqTransformer.from_preset("tiny", source_vocab_size=tokenizer.vocab_size,
+                                           target_vocab_size=tokenizer.vocab_size + 50, max_length=8, dropout=0.0)
+    bias = model.get_layer("output_projection").bias
+    bias.assign(np.where(np.arange(bias.shape[0]) == tokenizer.vocab_size + 10, 1e4, 0.0).astype("float32"))
+    assert Translator(model, tokenizer).generate(["A dog runs."], max_length=3) == [" ⁇  ⁇  ⁇ "]
+
+
 def test_source_is_padded_to_a_multiple_of_8_and_cut_at_max_length(translator):
     assert translator.encode_source(["A dog."]).shape[1] == 8
     assert translator.encode_source([" ".join(SENTENCES * 3)]).shape[1] == 16
