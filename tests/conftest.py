@@ -27,9 +27,14 @@ def pytest_collection_modifyitems(config, items):
     if keras.backend.backend() == "tensorflow":
         return
     skip = pytest.mark.skip(reason=f"needs the TensorFlow backend, running on {keras.backend.backend()}")
+    # On PyTorch, jit_compile=True is torch.compile: 30-70 s per test on 2 CPU cores, more than the whole CI
+    # budget allows for them. XLA (TensorFlow) and jax.jit (JAX) run them.
+    skip_jit = pytest.mark.skip(reason="jit_compile=True is torch.compile on PyTorch; too slow for CI on 2 cores")
     for item in items:
         if "tensorflow_only" in item.keywords:
             item.add_marker(skip)
+        elif "jit" in item.keywords and keras.backend.backend() == "torch":
+            item.add_marker(skip_jit)
 
 
 @pytest.fixture(scope="session")

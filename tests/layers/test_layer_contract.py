@@ -188,6 +188,7 @@ def test_masked_softmax_does_not_overflow_in_float16():
     assert to_numpy(mha(x, x, value_mask=real, return_attention_scores=True)[1])[..., 3:].max() == 0.0
 
 
+@pytest.mark.jit
 @pytest.mark.parametrize("name", list(CASES))
 def test_jit_compile_fit_and_predict(name):
     model, inputs = case(name)

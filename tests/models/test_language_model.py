@@ -139,6 +139,7 @@ def test_mixed_precision_gives_float32_logits_and_generates(policy):
     assert out.shape == (2, 8) and np.all(out > 0)
 
 
+@pytest.mark.jit
 def test_jit_compiled_training():
     model = small_model()
     ids = random_ids(8, 13)

@@ -55,6 +55,7 @@ def test_mixed_precision_gives_finite_float32_outputs(name, policy):
         assert model.generate(x[0], max_length=5).shape == (4, 5)
 
 
+@pytest.mark.jit
 @pytest.mark.parametrize("name", list(MODELS))
 def test_jit_compiled_training_step(name):
     model, x, y = MODELS[name]()
