@@ -128,7 +128,7 @@ def main(argv=None, extra_callbacks=()):
     # The encoder: pre-trained here (masked language model), loaded from --encoder, or none (from scratch).
     encoder, pretraining = None, {}
     if args.encoder:
-        with _clear_errors("--encoder"):
+        with _errors_as_usage_errors():
             encoder, vocabulary = pretrain_text.load_encoder(args.encoder)
     elif args.pretrain_epochs:
         encoder, vocabulary, pretraining = _pretrain(args, unlabelled + list(reviews[training]),
@@ -249,11 +249,13 @@ def _pretrain(args, texts, validation_texts, output_dir, strategy):
     os.makedirs(folder, exist_ok=True)
     print(f"pre-training the encoder on {len(texts)} reviews ({args.pretrain_epochs} epochs)")
     encoder, summary = pretrain_text.pretrain(texts, validation_texts, args, folder, strategy)
-    return encoder, pretrain_text.load_encoder(folder)[1], summary
+    return encoder, imdb.load_vocabulary(os.path.join(folder, pretrain_text.VOCABULARY_FILE)), summary
 
 
 @contextmanager
-def _clear_errors(flag):
+def _errors_as_usage_errors():
+    """A ValueError raised in the block (a bad --encoder folder) is printed, argparse-style, and the process
+    exits with status 2."""
     try:
         yield
     except ValueError as error:
