@@ -54,6 +54,7 @@ _import_tensorflow_quietly()
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from keras_tfm.data import DataUnavailable  # noqa: E402
 from recipes.flags import DISTRIBUTE  # noqa: E402
@@ -295,6 +296,10 @@ def plot_curves(history, path):
             if key in history:
                 ax.plot(np.asarray(epochs) + 1, history[key], marker="o", label=label)
         ax.set_xlabel("epoch")
+        if len(epochs) <= 12:  # whole epochs, also when there is only one
+            ax.set_xticks(np.asarray(epochs) + 1)
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(name)
         ax.legend()
     figure.tight_layout()
