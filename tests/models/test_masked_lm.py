@@ -133,3 +133,21 @@ def test_weight_decay_skips_exactly_what_no_weight_decay_names(model):
     for variable, old in zip(variables, before):
         decayed = not np.allclose(to_numpy(variable), old)
         assert decayed == (variable.name not in exempt), variable.path
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_gives_finite_float32_logits(policy):
+    keras.config.set_dtype_policy(policy)
+    output = tiny()(inputs())
+    assert keras.backend.standardize_dtype(output.dtype) == "float32"
+    assert np.all(np.isfinite(to_numpy(output)))
+
+
+@pytest.mark.jit
+def test_jit_compiled_training_step():
+    model = tiny()
+    model.compile_for_training(jit_compile=True)
+    x = inputs()
+    history = model.fit(x, x["token_ids"][np.arange(4)[:, None], x["mask_positions"]], epochs=2, batch_size=4,
+                        verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
