@@ -216,13 +216,17 @@ def plot_attention_heads(maps, query_tokens=None, key_tokens=None, sample=0, tit
 
 
 def plot_image_attention(image, rollout, grid=None, num_prefix_tokens=1, title=None):
-    """The [CLS] token's rollout relevance over an image, as a heat map beside and over the image.
+    """The rollout relevance of each patch for the model's output, as a heat map beside and over the image.
+
+    With a [CLS] token the output is read from it, so its row (row 0) is drawn. Without one (mean or sequence
+    pooling) the output is read from all the tokens, so the mean of their rows is drawn (the exact relevance of
+    mean pooling; for sequence pooling, its learned weights are left out).
 
     Args:
         image: `(height, width, channels)` pixels (uint8 or float in [0, 1] or [0, 255]).
         rollout: `(tokens, tokens)` rollout of this image (one row of `attention_rollout`'s batch).
         grid: `(rows, columns)` patch grid; inferred from the number of patches and the image's aspect ratio.
-        num_prefix_tokens: tokens before the patches (1 for [CLS]); row 0 is read.
+        num_prefix_tokens: tokens before the patches (1 for [CLS], whose row is read; 0 without: the mean row).
         title: figure title.
 
     Returns:
@@ -230,7 +234,9 @@ def plot_image_attention(image, rollout, grid=None, num_prefix_tokens=1, title=N
     """
     image = np.asarray(image, dtype="float64")
     image = image / 255.0 if image.max() > 1.0 else image
-    relevance = np.asarray(rollout, dtype="float64")[0, num_prefix_tokens:]
+    rollout = np.asarray(rollout, dtype="float64")
+    # (patches,): what the output reads from each patch, through all the blocks.
+    relevance = rollout[0, num_prefix_tokens:] if num_prefix_tokens else rollout.mean(axis=0)
     rows, columns = grid or infer_grid(relevance.size, image.shape)
     relevance = relevance.reshape(rows, columns)
     relevance = (relevance - relevance.min()) / max(relevance.max() - relevance.min(), 1e-12)
@@ -241,7 +247,7 @@ def plot_image_attention(image, rollout, grid=None, num_prefix_tokens=1, title=N
     axes[0].imshow(image.squeeze(), cmap="gray" if image.shape[-1] == 1 else None)
     axes[0].set_title("image")
     axes[1].imshow(relevance, cmap="inferno")
-    axes[1].set_title("[CLS] rollout")
+    axes[1].set_title("[CLS] rollout" if num_prefix_tokens else "rollout, mean of all tokens")
     axes[2].imshow(image.squeeze(), cmap="gray" if image.shape[-1] == 1 else None)
     axes[2].imshow(upsampled, cmap="inferno", alpha=0.55)
     axes[2].set_title("overlay")

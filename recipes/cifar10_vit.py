@@ -203,7 +203,7 @@ def main(argv=None, extra_callbacks=()):
     visualize.save_figure(visualize.plot_confusion_matrix(test_labels, predicted, class_names),
                           os.path.join(output_dir, "confusion_matrix.png"))
 
-    # Where the [CLS] token looks: attention rollout over eight fixed test images.
+    # Where the output looks ([CLS] token, or all tokens when pooling them): rollout over eight fixed test images.
     overlays = np.asarray(cifar10.resize(test_images[:8], args.image_size))
     rollout = visualize.attention_rollout(attention_maps(model, overlays))  # (images, tokens, tokens)
     os.makedirs(os.path.join(output_dir, "rollout"), exist_ok=True)

@@ -177,3 +177,15 @@ def test_alignment_title_is_never_cut(source_length):
     [shown] = [text for text in figure.texts if text.get_text() == title]
     box, page = shown.get_window_extent(renderer), figure.bbox
     assert box.x0 >= page.x0 and box.x1 <= page.x1 and box.y1 <= page.y1
+
+
+def test_image_rollout_reads_the_cls_row_or_without_one_the_mean_of_all_tokens():
+    image = np.zeros((8, 8, 3), "uint8")
+    rollout = np.full((5, 5), 0.1)  # [CLS] + a 2x2 grid of patches
+    rollout[0, 1] = 1.0  # [CLS] reads the first patch
+    rollout[1:, 4] = 1.0  # every patch token reads the last patch
+    with_cls = visualize.plot_image_attention(image, rollout, num_prefix_tokens=1).axes[1]
+    assert np.argmax(with_cls.images[0].get_array()) == 0 and with_cls.get_title() == "[CLS] rollout"
+    patches_only = rollout[1:, 1:]  # the same model without [CLS]: mean pooling reads every token
+    pooled = visualize.plot_image_attention(image, patches_only, num_prefix_tokens=0).axes[1]
+    assert np.argmax(pooled.images[0].get_array()) == 3 and pooled.get_title() == "rollout, mean of all tokens"
