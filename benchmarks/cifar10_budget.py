@@ -353,23 +353,29 @@ def main(argv=None):
     os.makedirs(run_dir, exist_ok=True)
     data = load_data(args) if set(args.models) - {"ours"} else None  # ours loads its own, the same way
     results = {}
+
+    def write_report():  # after every model, so that a later model's failure loses none of the earlier runs
+        report = {
+            "minutes": args.minutes, "seed": args.seed, "image_dir": args.image_dir,
+            "validation_images": args.validation_images, "train_images": args.train_images,
+            "test_images": args.test_images, "keras_io_vit_version": args.keras_io_vit,
+            "machine": {"cpus": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)),
+                        "load_average_at_start": load_at_start, "load_average_at_end": os.getloadavg(),
+                        "backend": keras.backend.backend(), "keras": keras.__version__,
+                        "tensorflow": tf.__version__},
+            "models": results,
+        }
+        with open(args.output, "w") as file:
+            json.dump(report, file, indent=2)
+        return report
+
     for name in args.models:
         started = time.monotonic()
         print(f"\n=== {name}: {DESCRIPTIONS[name]}, {args.minutes:g} minutes ===", flush=True)
         results[name] = train_ours(args, run_dir) if name == "ours" else train_keras_io(name, args, data, run_dir)
         results[name].update(description=DESCRIPTIONS[name], epochs_trained=len(results[name]["epochs"]),
                              wall_minutes=round((time.monotonic() - started) / 60, 2))
-    report = {
-        "minutes": args.minutes, "seed": args.seed, "image_dir": args.image_dir,
-        "validation_images": args.validation_images, "train_images": args.train_images,
-        "test_images": args.test_images, "keras_io_vit_version": args.keras_io_vit,
-        "machine": {"cpus": os.cpu_count(), "load_average_at_start": load_at_start,
-                    "load_average_at_end": os.getloadavg(), "backend": keras.backend.backend(),
-                    "keras": keras.__version__, "tensorflow": tf.__version__},
-        "models": results,
-    }
-    with open(args.output, "w") as file:
-        json.dump(report, file, indent=2)
+        report = write_report()
     print("\n" + table(results))
     print(f"\nwrote {args.output}")
     if args.plot:

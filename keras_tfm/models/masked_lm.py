@@ -34,6 +34,28 @@ def encoder_layer_names(depth, norm_first=True):
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
+class GatherPositions(keras.layers.Layer):
+    """The states at some positions of each sequence: `[states (batch, length, dim), positions (batch, k) ints]`
+    -> `(batch, k, dim)`, row `i` taking `states[i, positions[i, j]]`. The padding mask of `states` ends here:
+    unused slots (label 0) are ignored by the loss, not masked."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs):
+        states, positions = inputs
+        return ops.take_along_axis(states, ops.expand_dims(ops.cast(positions, "int32"), -1), axis=1)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, input_shapes):
+        states, positions = input_shapes
+        return (states[0], positions[1], states[2])
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
 class MaskedLanguageModel(PresetModel, keras.Model):
     """A Transformer encoder over token ids (0 = padding) that predicts the tokens hidden at `mask_positions`.
 
@@ -101,12 +123,8 @@ class MaskedLanguageModel(PresetModel, keras.Model):
             )(x)
         if norm_first:
             x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
-        # The states at the hidden positions: (batch, predictions, dim). The padding mask ends here; unused
-        # prediction slots are label 0, which the loss ignores.
-        x = keras.layers.Lambda(
-            lambda inputs: ops.take_along_axis(inputs[0], ops.expand_dims(inputs[1], -1), axis=1),
-            mask=lambda inputs, mask: None, name="mlm_gather",
-        )([x, mask_positions])
+        # The states at the hidden positions: (batch, predictions, dim).
+        x = GatherPositions(name="mlm_gather")([x, mask_positions])
         x = keras.layers.Dense(dim, activation="gelu", name="mlm_dense")(x)
         x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="mlm_norm")(x)
         x = embedding(x, reverse=True)  # (batch, predictions, vocab_size): the token table, transposed
