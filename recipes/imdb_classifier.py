@@ -119,8 +119,8 @@ def main(argv=None, extra_callbacks=()):
     # Data: reviews as text; a stratified share of the training reviews is held out for validation.
     with common.exit_when_data_unavailable():
         train_text, test_text = imdb.load_imdb(args.imdb_dir, args.data_dir, seed=args.seed)
-        reviews, labels = _texts_and_labels(train_text.take(args.train_samples or -1))
-        test_reviews, y_test = _texts_and_labels(test_text.take(args.test_samples or -1))
+        reviews, labels = imdb.texts_and_labels(train_text.take(args.train_samples or -1))
+        test_reviews, y_test = imdb.texts_and_labels(test_text.take(args.test_samples or -1))
         unlabelled = _unlabelled_reviews(args) if args.pretrain_epochs else []
     training, held_out = stratified_split(labels, args.validation_fraction, seed=args.seed)
     output_dir = common.output_directory("imdb_classifier", args.output_dir, args.overwrite)
@@ -212,17 +212,6 @@ def main(argv=None, extra_callbacks=()):
     if args.attention_maps:
         print(f"attention explorer (open in a browser): {pictures[0].html_path}")
     return summary
-
-
-def _texts_and_labels(dataset):
-    """`(texts, labels)` numpy arrays (str, int32) of a `(text, label)` dataset."""
-    texts, labels = [], []
-    for text, label in dataset.batch(1024):
-        texts.extend(t.decode("utf-8", errors="replace") for t in text.numpy())
-        labels.append(np.asarray(label, "int32"))
-    if not texts:
-        raise DataUnavailable("IMDB: the data set is empty.")
-    return np.array(texts, dtype=object), np.concatenate(labels)
 
 
 def _unlabelled_reviews(args):

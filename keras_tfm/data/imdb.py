@@ -162,17 +162,16 @@ def texts(dataset, limit=None):
     return dataset if limit is None else dataset.take(limit)
 
 
-def to_arrays(dataset, vectorizer, batch_size=1024):
-    """Vectorizes a `(text, label)` dataset once: `(ids, labels, texts)`, numpy arrays of shapes
-    `(n, sequence_length)` int32, `(n,)` int32 and `(n,)` str."""
-    ids, labels, raw = [], [], []
+def texts_and_labels(dataset, batch_size=1024):
+    """`(texts, labels)` numpy arrays of a `(text, label)` dataset: shapes `(n,)` str (object) and `(n,)` int32,
+    read once (vectorize the texts with `make_vectorizer`)."""
+    texts, labels = [], []
     for text, label in dataset.batch(batch_size):
-        ids.append(np.asarray(vectorizer(text), "int32"))  # (batch, sequence_length)
+        texts.extend(t.decode("utf-8", errors="replace") for t in text.numpy())
         labels.append(np.asarray(label, "int32"))
-        raw.extend(t.decode("utf-8", errors="replace") for t in text.numpy())
-    if not ids:
+    if not texts:
         raise DataUnavailable("IMDB: the data set is empty. " + _HOW_TO_PROVIDE)
-    return np.concatenate(ids), np.concatenate(labels), np.array(raw)
+    return np.array(texts, dtype=object), np.concatenate(labels)
 
 
 def save_vocabulary(vocabulary, path):

@@ -40,6 +40,16 @@ def test_folder_loader_reads_texts_and_labels(tmp_path):
     assert len(list(test)) == 6
 
 
+def test_texts_and_labels_reads_a_dataset_once_into_arrays(tmp_path):
+    train, _ = imdb.load_folder(str(write_acl_imdb(tmp_path / "aclImdb", per_class=3)))
+    texts, labels = imdb.texts_and_labels(train, batch_size=4)  # two batches
+    pairs = [(text.numpy().decode(), int(label)) for text, label in train]
+    assert texts.shape == labels.shape == (6,) and labels.dtype == np.int32
+    assert sorted(zip(texts, labels.tolist())) == sorted(pairs)  # every review once, decoded, with its label
+    with pytest.raises(DataUnavailable, match="empty"):
+        imdb.texts_and_labels(train.take(0))
+
+
 @pytest.mark.parametrize("data_dir", [None, "tfds"])
 def test_without_a_network_tfds_answers_at_once_and_leaves_no_folder(data_dir, network_unreachable, tmp_path, caplog):
     pytest.importorskip("tensorflow_datasets")
