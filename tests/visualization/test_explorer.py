@@ -41,12 +41,16 @@ def stored_weights(data, epoch, layer):
 # ---- tiny real models --------------------------------------------------------------------------------------------
 
 
-def sharpen(model, factor=4.0):
-    """Scales the query and key projections: a fresh model's near-uniform attention becomes peaked and differs
-    between heads and rows, so that a view showing the wrong row or head would be caught."""
+def sharpen(model, factor=4.0, seed=0):
+    """New query and key projections, drawn by numpy (the same on every backend) at `factor` times Glorot's
+    scale: a fresh model's near-uniform attention becomes peaked and differs between heads and rows, so that a
+    view showing the wrong row or head would be caught."""
+    rng = np.random.default_rng(seed)
     for layer in iter_layers(model):
         if layer.name in ("query", "key"):
-            layer.kernel.assign(layer.kernel * factor)
+            shape = tuple(layer.kernel.shape)
+            scale = factor * np.sqrt(2.0 / (shape[0] + np.prod(shape[1:])))
+            layer.kernel.assign(rng.normal(0.0, scale, shape).astype("float32"))
     return model
 
 
