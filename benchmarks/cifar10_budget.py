@@ -22,8 +22,10 @@ Side by side in one process, one after another, on the same machine and the same
   test accuracy after 30 epochs.
 
 The budget decides the epochs, for every model alike: the first epoch is timed, the epochs that still fit are
-planned from it, and training stops at the end of the epoch that reaches the budget (`recipes.common.TimeBudget`;
-the budget counts `fit`, training and validation, not data loading or model building). The keras.io models keep
+planned from it, and training stops after them, or at the end of the epoch that passes the budget if epochs turn
+out slower (`recipes.common.TimeBudget`: an epoch estimated to end past the budget is not started, so a model
+with long epochs may stop well before it; the budget counts `fit`, training and validation, not data loading or
+model building). The keras.io models keep
 their pages' constant learning rate, so only their number of epochs changes; ours re-plans its schedule. Both
 keras.io pages keep the weights of the epoch with the best validation accuracy (`ModelCheckpoint(save_best_only)`)
 and score those; so does this benchmark for them, while ours scores its last epoch, as the recipe does.
@@ -314,7 +316,7 @@ def train_ours(args, run_dir):
 
 def plot(results, minutes, path):
     """Validation accuracy after every epoch (lines) and the final test accuracy (stars) against minutes; the
-    budget is the dashed line (each model stops at the end of the epoch that reaches it)."""
+    budget is the dashed line (each model stops after the whole epochs that fit in it)."""
     figure = Figure(figsize=(7, 4.5))
     ax = figure.subplots()
     ax.axvline(minutes, color="gray", linestyle="--", linewidth=1)

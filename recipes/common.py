@@ -384,16 +384,17 @@ class PlannedWarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
 
 
 class TimeBudget(keras.callbacks.Callback):
-    """Stops training at the end of the epoch that reaches `minutes`, and plans `schedule` for the epochs that fit.
+    """Trains for the whole epochs that fit in `minutes`, and plans `schedule` for them.
 
     After the first epoch (of this `fit`), the epochs that still fit in the budget are estimated from its
     duration; training is planned to end after them (at most `fit`'s `epochs`), and `schedule.plan` gets that
     many steps, so the learning rate reaches 0 at the planned end. The budget counts `fit` from its start:
     training and validation, not data loading or model building. The first training step, which traces and
     compiles the step function, is left out of the estimate (its time is replaced by that of an average step);
-    validation's own tracing is not, so the estimate is on the safe side. If later epochs turn out slower,
-    training still stops at the end of the epoch that reaches the budget. The first epoch itself runs on the schedule made before
-    (`--epochs` long), which only makes its warm-up slower. A resumed run gets the whole budget again.
+    validation's own tracing is not, so the estimate is on the safe side. An epoch estimated to end past the
+    budget is not started; if later epochs turn out slower, training stops sooner, at the end of the epoch that
+    passes the budget. The first epoch itself runs on the schedule made before (`--epochs` long), which only
+    makes its warm-up slower. A resumed run gets the whole budget again.
 
     Args:
         minutes: the budget.
