@@ -4,6 +4,23 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("MPLBACKEND", "Agg")  # headless: no display in CI
 
+
+def _share_the_cores_between_workers():
+    """Under pytest-xdist (`-n auto`) each worker gets its share of the cores for its thread pools. By default
+    every backend sizes its pools to all cores, so two workers on two cores run four busy threads that wait on
+    each other at every small operation. Variables set by the user are kept."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers <= 1:
+        return
+    threads = max(1, len(os.sched_getaffinity(0)) // workers)
+    for name in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS"):
+        os.environ.setdefault(name, str(threads))
+    if threads == 1 and "XLA_FLAGS" not in os.environ:
+        os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+
+_share_the_cores_between_workers()  # before any backend is imported
+
 import socket  # noqa: E402
 
 import keras  # noqa: E402
