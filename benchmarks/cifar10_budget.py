@@ -314,6 +314,11 @@ def train_ours(args, run_dir):
             "recipe_flags": argv}
 
 
+def usable_cpus():
+    """The cores this process may run on (`taskset` narrows them; macOS has no affinity: all of them)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
 def plot(results, minutes, path, cpus=None):
     """Validation accuracy after every epoch (lines) and the final test accuracy (stars) against minutes; the
     budget is the dashed line (each model stops after the whole epochs that fit in it)."""
@@ -362,7 +367,7 @@ def main(argv=None):
             "minutes": args.minutes, "seed": args.seed, "image_dir": args.image_dir,
             "validation_images": args.validation_images, "train_images": args.train_images,
             "test_images": args.test_images, "keras_io_vit_version": args.keras_io_vit,
-            "machine": {"cpus": os.cpu_count(), "cpus_usable": len(os.sched_getaffinity(0)),
+            "machine": {"cpus": os.cpu_count(), "cpus_usable": usable_cpus(),
                         "load_average_at_start": load_at_start, "load_average_at_end": os.getloadavg(),
                         "backend": keras.backend.backend(), "keras": keras.__version__,
                         "tensorflow": tf.__version__},
@@ -382,7 +387,7 @@ def main(argv=None):
     print("\n" + table(results))
     print(f"\nwrote {args.output}")
     if args.plot:
-        plot(results, args.minutes, args.plot, cpus=len(os.sched_getaffinity(0)))
+        plot(results, args.minutes, args.plot, cpus=usable_cpus())
         print(f"wrote {args.plot}")
     return report
 

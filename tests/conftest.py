@@ -12,7 +12,8 @@ def _share_the_cores_between_workers():
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers <= 1:
         return
-    threads = max(1, len(os.sched_getaffinity(0)) // workers)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()  # not on macOS
+    threads = max(1, (cores or 1) // workers)
     for name in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS"):
         os.environ.setdefault(name, str(threads))
     if threads == 1 and "XLA_FLAGS" not in os.environ:

@@ -6,6 +6,7 @@ import pytest
 
 from keras_tfm.metrics import MaskedSparseCategoricalCrossentropy
 from keras_tfm.models import MaskedLanguageModel, TextClassifier
+from keras_tfm.models.masked_lm import GatherPositions
 from tests.helpers import to_numpy
 
 VOCAB = 40
@@ -35,6 +36,18 @@ def test_logits_at_the_masked_positions_only():
     np.testing.assert_allclose(to_numpy(model(swapped)), logits[:, ::-1], atol=1e-5)
     # The output is tied to the token table: no separate vocabulary projection.
     assert [w.path for w in model.weights if VOCAB in w.shape] == ["token_embedding/token_embedding/embeddings"]
+
+
+def test_gather_positions_picks_each_rows_states_and_ends_the_mask():
+    states = np.arange(2 * 5 * 3, dtype="float32").reshape(2, 5, 3)
+    positions = np.array([[4, 0], [1, 1]], "int32")
+    gathered = to_numpy(GatherPositions()([states, positions]))
+    np.testing.assert_array_equal(gathered, [[states[0, 4], states[0, 0]], [states[1, 1], states[1, 1]]])
+    # Symbolically (any backend): the shape is known without running it, and the padding mask stops here.
+    symbolic_states = keras.layers.Masking()(keras.Input((None, 3)))
+    output = GatherPositions()([symbolic_states, keras.Input((2,), dtype="int32")])
+    assert tuple(output.shape) == (None, 2, 3) and getattr(output, "_keras_mask", None) is None
+    assert GatherPositions.from_config(GatherPositions(name="g").get_config()).name == "g"
 
 
 def test_the_loss_ignores_unused_slots_hand_computed():
