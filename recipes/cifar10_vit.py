@@ -15,9 +15,9 @@ for fixed test images.
 A time budget (`--time-budget MINUTES`) trains as many epochs as fit: the first epoch's duration tells how many,
 the learning-rate schedule (warm-up, cosine decay to 0) is re-planned for exactly those, and training stops after
 them (or sooner, at the end of the epoch that passes the budget, if epochs turn out slower); `--epochs` is then
-the most it may run. Preset "cifar10_cpu" is
-made for it: a convolutional stem (CCT), locality self-attention and sequence pooling, the options that let a
-small ViT learn from small data (`keras_tfm.models.ViT`: `tokenizer`, `locality`, `pool`).
+the most it may run. Preset "cifar10_cpu" is made for it: a convolutional stem (CCT), locality self-attention and
+sequence pooling, the options that let a small ViT learn from small data (`keras_tfm.models.ViT`: `tokenizer`,
+`locality`, `pool`).
 
 Defaults, chosen for >= 90% test accuracy within 100 epochs on one GPU from scratch. They follow DeiT's
 training (Touvron et al. 2021) as small-data ViT work uses it (e.g. Lee et al. 2021, "Vision Transformer for
@@ -93,8 +93,9 @@ def parse_args(argv):
                              "0 = no validation. The test images are only scored once, after training")
     parser.add_argument("--time-budget", type=flags.positive_float, default=None, metavar="MINUTES",
                         help="train for about MINUTES: the epochs that fit are estimated from the first one, the "
-                             "learning-rate schedule is planned for them, and training stops after them (or at the end of "
-                             "the epoch that passes the budget; --epochs is then the most); None = exactly --epochs")
+                             "learning-rate schedule is planned for them, and training stops after them (or at the "
+                             "end of the epoch that passes the budget; --epochs is then the most); None = exactly "
+                             "--epochs")
     args = parser.parse_args(argv)
     if args.quick:
         args.epochs, args.train_samples, args.test_samples = 1, 384, 128

@@ -101,7 +101,7 @@ import numpy as np  # noqa: E402
 from keras_tfm import visualize  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
-from keras_tfm.data import DataUnavailable, imdb, stratified_split  # noqa: E402
+from keras_tfm.data import imdb, stratified_split  # noqa: E402
 from keras_tfm.models import TextClassifier  # noqa: E402
 from keras_tfm.text import TextClassifierPipeline  # noqa: E402
 from recipes import pretrain_text  # noqa: E402

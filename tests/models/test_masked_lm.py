@@ -139,7 +139,8 @@ def test_weight_decay_skips_exactly_what_no_weight_decay_names(model):
     optimizer = model.exclude_from_weight_decay(keras.optimizers.AdamW(learning_rate=1.0, weight_decay=0.5))
     variables = model.trainable_variables
     before = [to_numpy(v).copy() for v in variables]
-    optimizer.apply_gradients([(keras.ops.zeros(v.shape, v.dtype), v) for v in variables])  # only the decay moves weights
+    # Zero gradients: only the decay moves weights.
+    optimizer.apply_gradients([(keras.ops.zeros(v.shape, v.dtype), v) for v in variables])
     exempt = {"bias", "gamma", "beta", "cls_token", "token"}
     if not isinstance(model, __import__("keras_tfm").TransformerLM):
         exempt.add("position_embeddings")
