@@ -41,7 +41,11 @@ validation accuracy; per model the test accuracy.
     python benchmarks/cifar10_budget.py --image-dir /tmp/cifar10 --minutes 60 --models keras_io_cct   # one model
 
 The models share the machine only in turn, never at once; a `--models` subset runs one of them alone (three
-60-minute runs take three hours either way).
+60-minute runs take three hours either way). Reports of runs made apart, with the same budget, seed and images,
+are joined into one table, JSON and plot without training anything:
+
+    python benchmarks/cifar10_budget.py --merge ours.json keras_io_cct.json --output cifar10_budget.json \\
+        --plot cifar10_budget.png
 """
 
 import argparse
@@ -68,8 +72,11 @@ MOST_EPOCHS = 10_000  # the keras.io models' epochs are set by the budget alone
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=flags.HelpFormatter)
-    parser.add_argument("--image-dir", required=True, metavar="PATH",
-                        help="an extracted CIFAR-10 folder: PATH/{train,test}/<class>/*.jpg|png")
+    parser.add_argument("--image-dir", default=None, metavar="PATH",
+                        help="an extracted CIFAR-10 folder: PATH/{train,test}/<class>/*.jpg|png (required to train)")
+    parser.add_argument("--merge", nargs="+", default=None, metavar="REPORT.json",
+                        help="join reports written by earlier runs (same budget, seed and images) instead of "
+                             "training: write --output and --plot from them and print the table")
     parser.add_argument("--minutes", type=flags.positive_float, default=60.0, help="the budget of every model")
     parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS), help="which to train, in order")
     parser.add_argument("--output", default="cifar10_budget.json", metavar="FILE.json", help="where to write results")
@@ -87,7 +94,12 @@ def parse_args(argv=None):
     parser.add_argument("--run-dir", default=None,
                         help="folder for ours' recipe run (ours/) and the keras.io models' best weights; None = a new "
                              "temporary folder")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.merge and args.image_dir:
+        parser.error("--merge joins earlier reports and trains nothing: drop --image-dir")
+    if args.image_dir is None and not args.merge:
+        parser.error("--image-dir is required to train (or pass --merge REPORT.json ... to join earlier reports)")
+    return args
 
 
 if __name__ == "__main__":
@@ -354,8 +366,50 @@ def table(results):
     return "\n".join(rows)
 
 
+# The settings every model of one table must have run with.
+SHARED_SETTINGS = ("minutes", "seed", "validation_images", "train_images", "test_images")
+
+
+def merge(paths):
+    """One report from the reports of runs made apart: their shared settings, which must agree, and every model's
+    result with the machine it ran on (load included) and the report it came from."""
+    merged, models, first_path = None, {}, paths[0]
+    for path in paths:
+        with open(path) as file:
+            report = json.load(file)
+        if not isinstance(report, dict) or "models" not in report:
+            raise ValueError(f"`--merge` takes reports written by this benchmark. Received: {path}, which has no "
+                             "'models'")
+        if merged is None:
+            merged = {key: report.get(key) for key in SHARED_SETTINGS}
+            merged["image_dir"] = report.get("image_dir")
+        for key in SHARED_SETTINGS:
+            if report.get(key) != merged[key]:
+                raise ValueError(f"Reports merged into one table must share `{key}`. Received: {key}="
+                                 f"{report.get(key)!r} in {path} but {key}={merged[key]!r} in {first_path}")
+        for name, result in report["models"].items():
+            if name in models:
+                raise ValueError(f"Model {name!r} is in two reports, {models[name]['report']} and {path}; "
+                                 "merge one run of each model")
+            models[name] = dict(result, report=path, machine=report.get("machine"))
+            if name == "keras_io_vit":
+                models[name]["keras_io_vit_version"] = report.get("keras_io_vit_version")
+    merged["models"] = {name: models[name] for name in MODELS if name in models}
+    return merged
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.merge:
+        report = merge(args.merge)
+        with open(args.output, "w") as file:
+            json.dump(report, file, indent=2)
+        print(table(report["models"]) + f"\n\nwrote {args.output}")
+        if args.plot:
+            cpus = {(result.get("machine") or {}).get("cpus_usable") for result in report["models"].values()}
+            plot(report["models"], report["minutes"], args.plot, cpus=cpus.pop() if len(cpus) == 1 else None)
+            print(f"wrote {args.plot}")
+        return report
     load_at_start = os.getloadavg()  # other work on the machine slows every model; the JSON says how much there was
     run_dir = args.run_dir or tempfile.mkdtemp(prefix="cifar10_budget_")
     os.makedirs(run_dir, exist_ok=True)

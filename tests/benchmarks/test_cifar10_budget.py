@@ -50,3 +50,60 @@ def test_flags_are_checked_before_tensorflow_loads():
     assert benchmark_flags.models == ["ours", "keras_io_cct"] and benchmark_flags.minutes == 60.0
     with pytest.raises(SystemExit):
         load_benchmark().parse_args(["--image-dir", "x", "--models", "resnet"])
+
+
+def report(models, minutes=60.0, cpus=2):
+    """A report as `main` writes it, for the models given as {name: (test accuracy, [(minutes, validation)])}."""
+    return {
+        "minutes": minutes, "seed": 0, "image_dir": "/tmp/cifar10", "validation_images": 5000, "train_images": None,
+        "test_images": None, "keras_io_vit_version": "2021",
+        "machine": {"cpus": 2, "cpus_usable": cpus, "load_average_at_start": [0.1, 0.2, 0.3]},
+        "models": {name: {"test_accuracy": test, "parameters": 1000, "epochs_trained": len(epochs),
+                          "epochs": [{"epoch": i + 1, "minutes": m, "validation_accuracy": v}
+                                     for i, (m, v) in enumerate(epochs)]}
+                   for name, (test, epochs) in models.items()},
+    }
+
+
+def write(path, content):
+    path.write_text(json.dumps(content))
+    return str(path)
+
+
+def test_reports_of_separate_runs_merge_into_one_table(tmp_path, capsys):
+    cct = write(tmp_path / "cct.json", report({"keras_io_cct": (0.75, [(30.0, 0.70), (58.0, 0.74)])}))
+    ours = write(tmp_path / "ours.json", report({"ours": (0.80, [(20.0, 0.60), (59.0, 0.81)])}, cpus=2))
+    output, picture = tmp_path / "merged.json", tmp_path / "merged.png"
+    benchmark = load_benchmark()
+    merged = benchmark.main(["--merge", cct, ours, "--output", str(output), "--plot", str(picture)])
+
+    assert json.loads(output.read_text()) == merged
+    assert list(merged["models"]) == ["ours", "keras_io_cct"]  # the benchmark's order, not the files'
+    assert merged["minutes"] == 60.0 and merged["seed"] == 0
+    assert merged["models"]["keras_io_cct"]["report"] == cct
+    assert merged["models"]["ours"]["machine"]["load_average_at_start"] == [0.1, 0.2, 0.3]
+    assert picture.stat().st_size > 0
+    printed = capsys.readouterr().out
+    assert "| ours | 2 | 59.0 | 0.8100 / 0.8100 | 0.8000 | 1.00× |" in printed
+    assert "| keras_io_cct | 2 | 58.0 | 0.7400 / 0.7400 | 0.7500 | 1.07× |" in printed
+
+
+def test_merge_refuses_reports_that_do_not_belong_in_one_table(tmp_path):
+    benchmark = load_benchmark()
+    ours = write(tmp_path / "ours.json", report({"ours": (0.80, [(59.0, 0.81)])}))
+    shorter = write(tmp_path / "cct.json", report({"keras_io_cct": (0.70, [(34.0, 0.70)])}, minutes=35.0))
+    with pytest.raises(ValueError, match=r"must share `minutes`.*minutes=35\.0"):
+        benchmark.merge([ours, shorter])
+    with pytest.raises(ValueError, match="'ours' is in two reports"):
+        benchmark.merge([ours, ours])
+    with pytest.raises(ValueError, match="no 'models'"):
+        benchmark.merge([ours, write(tmp_path / "other.json", {"accuracy": 0.9})])
+
+
+def test_training_needs_an_image_folder_and_merging_does_not():
+    benchmark = load_benchmark()
+    with pytest.raises(SystemExit):
+        benchmark.parse_args(["--minutes", "60"])
+    assert benchmark.parse_args(["--merge", "a.json", "b.json"]).merge == ["a.json", "b.json"]
+    with pytest.raises(SystemExit):
+        benchmark.parse_args(["--merge", "a.json", "--image-dir", "/tmp/cifar10"])
