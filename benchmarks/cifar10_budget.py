@@ -391,9 +391,11 @@ def merge(paths):
             if name in models:
                 raise ValueError(f"Model {name!r} is in two reports, {models[name]['report']} and {path}; "
                                  "merge one run of each model")
-            models[name] = dict(result, report=path, machine=report.get("machine"))
+            models[name] = dict(result)  # a model from a merged report keeps its own machine and report
+            models[name].setdefault("report", path)
+            models[name].setdefault("machine", report.get("machine"))
             if name == "keras_io_vit":
-                models[name]["keras_io_vit_version"] = report.get("keras_io_vit_version")
+                models[name].setdefault("keras_io_vit_version", report.get("keras_io_vit_version"))
     merged["models"] = {name: models[name] for name in MODELS if name in models}
     return merged
 

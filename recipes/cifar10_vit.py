@@ -17,7 +17,8 @@ the learning-rate schedule (warm-up, cosine decay to 0) is re-planned for exactl
 them (or sooner, at the end of the epoch that passes the budget, if epochs turn out slower); `--epochs` is then
 the most it may run. Preset "cifar10_cpu" is made for it: a convolutional stem (CCT), locality self-attention and
 sequence pooling, the options that let a small ViT learn from small data (`keras_tfm.models.ViT`: `tokenizer`,
-`locality`, `pool`).
+`locality`, `pool`). Measured: 82.3% test accuracy with `--time-budget 60` on 2 CPU cores (43 epochs; README,
+"CIFAR-10 in an hour").
 
 Defaults, chosen for >= 90% test accuracy within 100 epochs on one GPU from scratch. They follow DeiT's
 training (Touvron et al. 2021) as small-data ViT work uses it (e.g. Lee et al. 2021, "Vision Transformer for

@@ -87,6 +87,15 @@ def test_reports_of_separate_runs_merge_into_one_table(tmp_path, capsys):
     assert "| ours | 2 | 59.0 | 0.8100 / 0.8100 | 0.8000 | 1.00× |" in printed
     assert "| keras_io_cct | 2 | 58.0 | 0.7400 / 0.7400 | 0.7500 | 1.07× |" in printed
 
+    # A merged report merges again (a model run later joins the table) and its models keep where they came from.
+    vit = write(tmp_path / "vit.json", report({"keras_io_vit": (0.55, [(50.0, 0.56)])}, cpus=1))
+    again = benchmark.merge([str(output), vit])
+    assert list(again["models"]) == ["ours", "keras_io_vit", "keras_io_cct"]
+    assert again["models"]["keras_io_cct"]["report"] == cct
+    assert again["models"]["ours"]["machine"]["cpus_usable"] == 2
+    assert again["models"]["keras_io_vit"]["machine"]["cpus_usable"] == 1
+    assert again["models"]["keras_io_vit"]["keras_io_vit_version"] == "2021"
+
 
 def test_merge_refuses_reports_that_do_not_belong_in_one_table(tmp_path):
     benchmark = load_benchmark()
