@@ -373,16 +373,18 @@ SHARED_SETTINGS = ("minutes", "seed", "validation_images", "train_images", "test
 def merge(paths):
     """One report from the reports of runs made apart: their shared settings, which must agree, and every model's
     result with the machine it ran on (load included) and the report it came from."""
-    merged, models, first_path = None, {}, paths[0]
+    reports = []
     for path in paths:
         with open(path) as file:
             report = json.load(file)
         if not isinstance(report, dict) or "models" not in report:
             raise ValueError(f"`--merge` takes reports written by this benchmark. Received: {path}, which has no "
                              "'models'")
-        if merged is None:
-            merged = {key: report.get(key) for key in SHARED_SETTINGS}
-            merged["image_dir"] = report.get("image_dir")
+        reports.append((path, report))
+    first_path, first = reports[0]
+    merged = {key: first.get(key) for key in SHARED_SETTINGS + ("image_dir",)}
+    models = {}
+    for path, report in reports:
         for key in SHARED_SETTINGS:
             if report.get(key) != merged[key]:
                 raise ValueError(f"Reports merged into one table must share `{key}`. Received: {key}="
@@ -400,17 +402,26 @@ def merge(paths):
     return merged
 
 
+def save(report, path):
+    with open(path, "w") as file:
+        json.dump(report, file, indent=2)
+
+
+def publish(report, args, cpus):
+    """The table and where the JSON went, printed; the plot drawn if `--plot` asks for it."""
+    print("\n" + table(report["models"]) + f"\n\nwrote {args.output}")
+    if args.plot:
+        plot(report["models"], report["minutes"], args.plot, cpus=cpus)
+        print(f"wrote {args.plot}")
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.merge:
         report = merge(args.merge)
-        with open(args.output, "w") as file:
-            json.dump(report, file, indent=2)
-        print(table(report["models"]) + f"\n\nwrote {args.output}")
-        if args.plot:
-            cpus = {(result.get("machine") or {}).get("cpus_usable") for result in report["models"].values()}
-            plot(report["models"], report["minutes"], args.plot, cpus=cpus.pop() if len(cpus) == 1 else None)
-            print(f"wrote {args.plot}")
+        save(report, args.output)
+        cpus = {(result.get("machine") or {}).get("cpus_usable") for result in report["models"].values()}
+        publish(report, args, cpus=cpus.pop() if len(cpus) == 1 else None)
         return report
     load_at_start = os.getloadavg()  # other work on the machine slows every model; the JSON says how much there was
     run_dir = args.run_dir or tempfile.mkdtemp(prefix="cifar10_budget_")
@@ -429,8 +440,7 @@ def main(argv=None):
                         "tensorflow": tf.__version__},
             "models": results,
         }
-        with open(args.output, "w") as file:
-            json.dump(report, file, indent=2)
+        save(report, args.output)
         return report
 
     for name in args.models:
@@ -440,11 +450,7 @@ def main(argv=None):
         results[name].update(description=DESCRIPTIONS[name], epochs_trained=len(results[name]["epochs"]),
                              wall_minutes=round((time.monotonic() - started) / 60, 2))
         report = write_report()
-    print("\n" + table(results))
-    print(f"\nwrote {args.output}")
-    if args.plot:
-        plot(results, args.minutes, args.plot, cpus=usable_cpus())
-        print(f"wrote {args.plot}")
+    publish(report, args, cpus=usable_cpus())
     return report
 
 
