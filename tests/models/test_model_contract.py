@@ -68,6 +68,26 @@ def test_jit_compiled_training_step(name):
     assert np.all(np.isfinite(history.history["loss"]))
 
 
+@pytest.mark.tensorflow_only
+@pytest.mark.parametrize("name", ["ViT", "Seq2SeqTransformer"])
+def test_fit_traces_the_training_step_once(name):
+    """Keras leaves the optimizer's slots to the first traced step on TensorFlow, which makes `tf.function` trace
+    the whole step twice; the models build the optimizer before `fit` traces."""
+    model, x, y = MODELS[name]()
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    traced = []
+    train_step = model.train_step
+
+    def counting_train_step(data):  # in a graph, Python runs once per trace, not once per step
+        traced.append(True)
+        return train_step(data)
+
+    model.train_step = counting_train_step
+    history = model.fit(x, y, epochs=2, batch_size=2, verbose=0)  # 2 steps per epoch
+    assert len(traced) == 1 and model.optimizer.built
+    assert history.history["loss"][1] < history.history["loss"][0]
+
+
 @pytest.mark.parametrize(
     "build, misspelled, meant",
     [
