@@ -62,6 +62,19 @@ class InterruptAfterFirstEpoch(keras.callbacks.Callback):
             raise Interrupt()
 
 
+def greedy_without_cache(model, prompt, steps):
+    """Greedy decoding the slow way, the reference for the cached loop: the whole sequence through the language
+    model for every new token. The sequence is kept at its final length, zeros after the tokens so far, so every
+    call has the same shape (JAX compiles each new shape anew); the causal mask keeps those zeros out of the
+    logits at the last real position. Returns the prompt and `steps` new tokens (padding, id 0, is never chosen)."""
+    ids = np.zeros((1, len(prompt) + steps), "int32")
+    ids[0, : len(prompt)] = prompt
+    for position in range(len(prompt), len(prompt) + steps):
+        logits = to_numpy(model(ids))[0, position - 1, 1:]
+        ids[0, position] = 1 + np.argmax(logits)
+    return ids[0]
+
+
 def epochs_in(output_dir):
     with open(os.path.join(output_dir, "history.csv")) as file:
         return [int(row["epoch"]) for row in csv.DictReader(file)]

@@ -6,7 +6,7 @@ import pytest
 
 from keras_tfm import attention_maps
 from keras_tfm.models import LANGUAGE_MODEL_PRESETS, TransformerLM
-from tests.helpers import to_numpy
+from tests.helpers import greedy_without_cache, to_numpy
 
 VOCAB = 17
 
@@ -69,15 +69,6 @@ def test_attention_maps_are_causal():
     assert np.all(np.triu(np.ones((9, 9)), k=1)[None, None] * weights == 0)
 
 
-def argmax_loop(model, prompt, steps):
-    """Greedy decoding the slow way: the whole sequence through the model for every new token."""
-    ids = np.asarray(prompt, "int32")[None, :]
-    for _ in range(steps):
-        logits = to_numpy(model(ids))[:, -1, 1:]  # padding (id 0) is never generated
-        ids = np.concatenate([ids, 1 + np.argmax(logits, axis=-1)[:, None].astype("int32")], axis=1)
-    return ids[0]
-
-
 def test_padded_prompts_in_one_batch_continue_as_each_prompt_alone():
     model = small_model()
     prompts = [[3, 5, 7, 9, 11], [4], [8, 2, 6]]
@@ -93,7 +84,7 @@ def test_padded_prompts_in_one_batch_continue_as_each_prompt_alone():
         alone = model.generate(np.asarray([prompt], "int32"), new)[0]
         np.testing.assert_array_equal(together[row, : len(prompt) + new], alone)
         assert np.all(together[row, len(prompt) + new :] == 0)  # exactly `new` tokens for every row
-        np.testing.assert_array_equal(alone, argmax_loop(model, prompt, new))
+        np.testing.assert_array_equal(alone, greedy_without_cache(model, prompt, new))
 
 
 def test_sampling_and_beam_search_keep_the_prompt_and_stay_in_the_vocabulary():
