@@ -341,8 +341,9 @@ class GradientNormCallback(keras.callbacks.Callback):
 
     The norm is sqrt(Σ g²) over every trainable weight's gradient, taken before the optimizer clips it (so the
     reading shows what clipping is up against). It is measured inside the optimizer's `apply` with `keras.ops`,
-    so it works on every backend (tested on TensorFlow and JAX): while training, the optimizer gets two extra
-    variables (a running sum and a step count), removed again when `fit` ends so saved models are unchanged.
+    so it works on every backend (tested on TensorFlow and JAX): while training, the optimizer gets three extra
+    variables (a running sum, the largest norm and a step count), removed again when `fit` ends so saved models
+    are unchanged.
 
     List it *before* a `CSVLogger` (callbacks run in order; `History` always comes last), e.g.
     `model.fit(..., callbacks=[GradientNormCallback(), keras.callbacks.CSVLogger("history.csv")])`.

@@ -66,7 +66,7 @@ class PresetModel:
     def _build_optimizer_before_tracing(self):
         """Creates the optimizer's slots (Adam's moments...) now, eagerly. On TensorFlow without a distribution
         strategy Keras leaves that to the first traced training step, and a `tf.function` that creates variables
-        is traced a second time: the whole step, twice (4 of the 13 seconds of `reverse_digits --quick`).
+        is traced a second time: the whole step, twice (3.4 of the 13.6 seconds of `reverse_digits --quick`).
         Under a strategy, and on JAX and PyTorch, Keras builds the optimizer before tracing itself."""
         optimizer = getattr(self, "optimizer", None)
         if keras.backend.backend() != "tensorflow" or optimizer is None or optimizer.built or not self.built:

@@ -22,7 +22,7 @@ VARIANTS = {
 
 
 # Two seeds (what --quick runs) for one experiment, to check the mean and spread over seeds; one seed for the
-# others, which check their own numbers (half the time of this file, the slowest of the suite).
+# others, which check their own numbers. This file was the slowest of the suite; one seed halves it.
 TWO_SEEDS = "heads_lookup"
 
 
