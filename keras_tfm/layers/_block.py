@@ -8,7 +8,7 @@ import keras
 from keras_tfm.layers import _checks
 from keras_tfm.layers.attention import MultiHeadAttention
 from keras_tfm.layers.drop_path import DropPath
-from keras_tfm.layers.feed_forward import FeedForward
+from keras_tfm.layers.feed_forward import FeedForward, get_activation, serialize_activation
 
 
 def check_width(dim, num_heads, key_dim):
@@ -53,7 +53,7 @@ class TransformerBlockBase(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.drop_path = drop_path
         self.key_dim = key_dim
         self.attention_scale = attention_scale
@@ -88,5 +88,5 @@ class TransformerBlockBase(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update({name: getattr(self, name) for name in self.CONFIG})
-        config["activation"] = keras.activations.serialize(self.activation)
+        config["activation"] = serialize_activation(self.activation)
         return config

@@ -6,8 +6,35 @@ own (the same weights at every position), widening to `mlp_dim` (4 × d_model in
 
 import keras
 
+from keras import ops
+
 from keras_tfm.layers import _checks
 from keras_tfm.layers._utils import clone_initializer
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+def gelu_tanh(x):
+    """GELU with the tanh approximation, `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`: the activation of GPT-2 and
+    of checkpoints whose config says `"gelu_new"` / `"gelu_pytorch_tanh"`. Keras' `"gelu"` is the exact one (BERT)."""
+    return ops.gelu(x, approximate=True)
+
+
+_OWN_ACTIVATIONS = {"gelu_tanh": gelu_tanh}
+
+
+def get_activation(identifier):
+    """`keras.activations.get`, plus the name `"gelu_tanh"`."""
+    if isinstance(identifier, str) and identifier in _OWN_ACTIVATIONS:
+        return _OWN_ACTIVATIONS[identifier]
+    return keras.activations.get(identifier)
+
+
+def serialize_activation(activation):
+    """The name `get_activation` reads back."""
+    for name, function in _OWN_ACTIVATIONS.items():
+        if activation is function:
+            return name
+    return keras.activations.serialize(activation)
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -17,7 +44,8 @@ class FeedForward(keras.layers.Layer):
     Args:
         mlp_dim: width of the hidden layer (`d_ff`); the same name as in the blocks and models (the old name
             `hidden_dim` still works, with a FutureWarning, for one release).
-        activation: activation of the hidden layer (`"gelu"` as in ViT/BERT; the paper used `"relu"`).
+        activation: activation of the hidden layer (`"gelu"` as in ViT/BERT; the paper used `"relu"`;
+            `"gelu_tanh"` for the tanh approximation of GELU).
         dropout: dropout rate after the activation and after the output projection.
         output_dim: width of the output; defaults to the input width.
         kernel_initializer: initializer of both kernels.
@@ -55,7 +83,7 @@ class FeedForward(keras.layers.Layer):
         _checks.positive_int("output_dim", output_dim, allow_none=True)
         _checks.rate("dropout", dropout)
         self.mlp_dim = mlp_dim
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.dropout = dropout
         self.output_dim = output_dim
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -98,7 +126,7 @@ class FeedForward(keras.layers.Layer):
         config.update(
             {
                 "mlp_dim": self.mlp_dim,
-                "activation": keras.activations.serialize(self.activation),
+                "activation": serialize_activation(self.activation),
                 "dropout": self.dropout,
                 "output_dim": self.output_dim,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),

@@ -25,8 +25,8 @@ class TokenEmbedding(keras.layers.Layer):
     token vector, the last `dim // 2` the positional encoding, so the two never share a channel (the same
     width, a token table half as wide).
 
-    Id 0 is padding: with `mask_zero=True` the layer emits a Keras padding mask (True at real tokens), which
-    every keras_tfm attention layer downstream uses to ignore padded keys.
+    Id 0 is padding (`padding_id`; RoBERTa pads with 1): with `mask_zero=True` the layer emits a Keras padding
+    mask (True at real tokens), which every keras_tfm attention layer downstream uses to ignore padded keys.
 
     Args:
         vocab_size: number of token ids (ids must lie in `[0, vocab_size)`).
@@ -35,7 +35,10 @@ class TokenEmbedding(keras.layers.Layer):
             table); optional otherwise, where it only guards against sequences longer than expected.
         position: `"sinusoidal"`, `"learned"` or `None`.
         combine: `"add"` (the paper) or `"concat"`: how token vectors and positions are combined.
-        mask_zero: whether id 0 is padding and produces a mask.
+        mask_zero: whether `padding_id` is padding and produces a mask.
+        padding_id: the id of the padding token (0; RoBERTa's checkpoints use 1).
+        position_offset: the row of the learned position table the first token reads (RoBERTa's checkpoints
+            start at 2: rows 0 and 1 belong to padding); the table has `max_length + position_offset` rows.
         scale: whether to multiply the token vectors by the square root of their width (√dim when adding).
         dropout: dropout rate applied to the sum.
         embeddings_initializer: initializer of the token table.
@@ -75,6 +78,8 @@ class TokenEmbedding(keras.layers.Layer):
         dropout=0.0,
         embeddings_initializer="uniform",
         seed=None,
+        padding_id=0,
+        position_offset=0,
         **kwargs,
     ):
         _checks.known_keywords(TokenEmbedding, kwargs, _checks.layer_keywords())
@@ -109,6 +114,13 @@ class TokenEmbedding(keras.layers.Layer):
         self.dropout = dropout
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         self.seed = seed
+        if isinstance(padding_id, bool) or not isinstance(padding_id, int) or not 0 <= padding_id < vocab_size:
+            raise ValueError(f"`padding_id` must be an int in [0, vocab_size) = [0, {vocab_size}). "
+                             f"Received: padding_id={padding_id!r}")
+        if isinstance(position_offset, bool) or not isinstance(position_offset, int) or position_offset < 0:
+            raise ValueError(f"`position_offset` must be a non-negative int. Received: position_offset={position_offset!r}")
+        self.padding_id = padding_id
+        self.position_offset = position_offset
         self.supports_masking = True
         self.token_embedding = keras.layers.Embedding(
             vocab_size,
@@ -125,7 +137,7 @@ class TokenEmbedding(keras.layers.Layer):
         if self.position == "learned":
             self.position_embeddings = self.add_weight(
                 name="position_embeddings",
-                shape=(self.max_length, self.position_dim),
+                shape=(self.max_length + self.position_offset, self.position_dim),
                 initializer=keras.initializers.TruncatedNormal(stddev=0.02),
             )
         self.built = True
@@ -159,7 +171,8 @@ class TokenEmbedding(keras.layers.Layer):
             if self.position == "sinusoidal":
                 encoding = sinusoidal_encoding_at(positions, self.position_dim, dtype=x.dtype)  # (length, width)
             else:
-                encoding = ops.cast(ops.take(self.position_embeddings, positions, axis=0), x.dtype)
+                rows = positions + self.position_offset
+                encoding = ops.cast(ops.take(self.position_embeddings, rows, axis=0), x.dtype)
             if self.token_dim == self.dim:
                 x = x + encoding[None, :, :]
             else:  # concatenate: (batch, length, token_dim) ++ (batch, length, position_dim)
@@ -180,7 +193,7 @@ class TokenEmbedding(keras.layers.Layer):
             return mask
         if not self.mask_zero:
             return None
-        return ops.not_equal(inputs, 0)
+        return ops.not_equal(inputs, self.padding_id)
 
     def get_config(self):
         config = super().get_config()
@@ -196,6 +209,8 @@ class TokenEmbedding(keras.layers.Layer):
                 "dropout": self.dropout,
                 "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
                 "seed": self.seed,
+                "padding_id": self.padding_id,
+                "position_offset": self.position_offset,
             }
         )
         return config

@@ -5,6 +5,7 @@ from keras_tfm.models.masked_lm import MaskedLanguageModel
 from keras_tfm.models.presets import LANGUAGE_MODEL_PRESETS, SEQ2SEQ_PRESETS, TEXT_CLASSIFIER_PRESETS, VIT_PRESETS
 from keras_tfm.models.seq2seq import Seq2SeqTransformer
 from keras_tfm.models.text_classifier import TextClassifier
+from keras_tfm.models.text_encoder import TextEncoder
 from keras_tfm.models.vit import ViT
 from keras_tfm.models.vit_weights import load_vit_weights
 
@@ -15,6 +16,7 @@ __all__ = [
     "Seq2SeqTransformer",
     "TEXT_CLASSIFIER_PRESETS",
     "TextClassifier",
+    "TextEncoder",
     "TransformerLM",
     "VIT_PRESETS",
     "ViT",

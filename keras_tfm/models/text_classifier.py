@@ -1,59 +1,75 @@
-"""A Transformer text classifier: token ids -> TokenEmbedding -> EncoderBlocks -> pooled state -> logits.
+"""A Transformer text classifier: a `TextEncoder` backbone and a small head, pooled state -> logits.
 
-Padding (id 0) is masked everywhere: padded keys get no attention, and pooling reads only real tokens, so a
+    token ids ──> TextEncoder ──> states (batch, length, dim) ──> pool ──> dropout ──> Dense ──> logits
+
+Pooling reads the state of the first token (`"cls"`: a learned [CLS] token the encoder prepends, or the
+tokenizer's own [CLS] in a pretrained BERT), the masked mean of the real tokens (`"mean"`), or BERT's pooler
+(`"pooler"`: tanh(W · [CLS] state), trained with BERT's next-sentence task). Padding is masked everywhere, so a
 review's prediction does not depend on how much padding its batch needed.
+
+Three ways to get one: from sizes (`TextClassifier(vocab_size=..., max_length=...)` or `from_preset`, trained
+from scratch), around an encoder (`TextClassifier(encoder=TextEncoder(...))`, `from_encoder(mlm)` after masked-LM
+pre-training) or from a pretrained checkpoint (`from_pretrained(folder)`: BERT, DistilBERT, RoBERTa).
 """
 
 import keras
+from keras import ops
 
-from keras_tfm.layers import ClassToken, EncoderBlock, TokenEmbedding
 from keras_tfm.layers import _checks
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models.masked_lm import encoder_layer_names
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
+from keras_tfm.models.text_encoder import TextEncoder
 
-POOLS = ("cls", "mean")
+POOLS = ("cls", "mean", "pooler")
+# The constructor arguments that size an encoder built here; with `encoder=` they come from it instead.
+ENCODER_SIZES = ("vocab_size", "max_length", "dim", "depth", "num_heads", "mlp_dim", "position", "attention_dropout",
+                 "norm_first", "layer_norm_epsilon")
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
 class TextClassifier(PresetModel, keras.Model):
-    """Classifies integer token sequences (0 = padding) with a Transformer encoder.
+    """Classifies token sequences with a Transformer encoder (`TextEncoder`) and a linear head.
 
-    Layer names: `token_embedding`, `class_token` (with `pool="cls"`), `block_0` ... `block_{depth-1}`,
-    `encoder_norm`, `pool`, `head`.
+    Layer names: `encoder` (the `TextEncoder`, whose own layers are `token_embedding`, `class_token`, `block_0` ...,
+    `encoder_norm`), `pool`, `head_dropout`, `head`. `model.encoder` is the backbone object.
 
     Args:
-        vocab_size: number of token ids (0 is padding).
-        max_length: longest sequence the model accepts (the size of the learned position table, or a guard
-            for sinusoidal positions).
+        vocab_size: number of token ids (an encoder built here; 0 is padding).
+        max_length: longest sequence the model accepts (an encoder built here).
         num_classes: number of output classes.
-        dim, depth, num_heads, mlp_dim: width, number of blocks, heads per block, MLP width.
-        pool: `"cls"` (a learned [CLS] token prepended after the embedding) or `"mean"` (masked mean of the
-            token states).
-        position: `"sinusoidal"`, `"learned"` or `None`.
-        dropout: dropout rate in the embedding, the blocks and before the head.
-        attention_dropout: dropout on attention weights.
-        norm_first: pre-norm (default) or post-norm blocks.
+        dim, depth, num_heads, mlp_dim: width, number of blocks, heads per block, MLP width (an encoder built here).
+        pool: `"cls"` (the first state: a learned [CLS] token the encoder built here prepends, or a pretrained
+            tokenizer's [CLS]), `"mean"` (masked mean of the token states) or `"pooler"` (the encoder's pooler,
+            BERT's).
+        position: `"sinusoidal"`, `"learned"` or `None` (an encoder built here).
+        dropout: dropout rate before the head (and in an encoder built here).
+        attention_dropout: dropout on attention weights (an encoder built here).
+        norm_first: pre-norm (default) or post-norm blocks (an encoder built here).
         activation: activation of the head (`None` = logits).
-        layer_norm_epsilon: epsilon of the layer norms.
+        layer_norm_epsilon: epsilon of the layer norms (an encoder built here).
+        encoder: a `TextEncoder` to classify with instead of building one (its sizes then replace the
+            arguments above, which must be left out); the classifier uses that very object (shared weights).
         **kwargs: `keras.Model` arguments.
 
     Call arguments / shapes:
-        token ids `(batch, length)`, `length <= max_length` -> logits `(batch, num_classes)`.
+        token ids `(batch, length)`, `length <= max_length`, or the encoder's dict (`"token_ids"`,
+        `"padding_mask"`, `"segment_ids"`) -> logits `(batch, num_classes)` (float32, also under mixed precision).
 
     Example:
 
     >>> model = TextClassifier.from_preset("tiny", vocab_size=20000, max_length=256, num_classes=2)
     >>> tuple(model(np.array([[12, 7, 99, 0, 0]])).shape)
     (1, 2)
+    >>> bert = TextClassifier.from_pretrained("all-MiniLM-L6-v2", num_classes=2)  # doctest: +SKIP
     """
 
     PRESETS = TEXT_CLASSIFIER_PRESETS
 
     def __init__(
         self,
-        vocab_size,
-        max_length,
+        vocab_size=None,
+        max_length=None,
         num_classes=2,
         dim=128,
         depth=2,
@@ -66,49 +82,112 @@ class TextClassifier(PresetModel, keras.Model):
         norm_first=True,
         activation=None,
         layer_norm_epsilon=1e-6,
+        encoder=None,
         **kwargs,
     ):
         self.check_keywords(kwargs)
         kwargs.setdefault("name", "text_classifier")
         _checks.one_of("pool", pool, POOLS)
-        _checks.positive_int("depth", depth)
         _checks.positive_int("num_classes", num_classes)
-        _checks.positive_int("max_length", max_length)
-        ids = keras.Input((None,), dtype="int32", name="token_ids")
-        x = TokenEmbedding(
-            vocab_size, dim, max_length=max_length, position=position, dropout=dropout, name="token_embedding"
-        )(ids)  # (batch, length, dim) + padding mask
-        if pool == "cls":
-            x = ClassToken(name="class_token")(x)  # (batch, 1 + length, dim), mask extended
-        for i in range(depth):
-            x = EncoderBlock(
-                num_heads,
-                mlp_dim,
-                dropout=dropout,
-                attention_dropout=attention_dropout,
-                norm_first=norm_first,
-                layer_norm_epsilon=layer_norm_epsilon,
-                name=f"block_{i}",
-            )(x)
-        if norm_first:  # pre-norm leaves the residual stream unnormalised
-            x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
-        if pool == "cls":
-            # The [CLS] state; the padding mask has done its job and ends here.
-            x = keras.layers.Lambda(lambda states: states[:, 0], mask=lambda states, mask: None, name="pool")(x)
+        if isinstance(encoder, dict):  # from a saved config
+            encoder = keras.saving.deserialize_keras_object(encoder)
+        if encoder is None:
+            if vocab_size is None or max_length is None:
+                raise ValueError("TextClassifier needs `vocab_size` and `max_length` (to build its encoder), or "
+                                 f"`encoder=`. Received: vocab_size={vocab_size!r}, max_length={max_length!r}")
+            if pool == "pooler":
+                raise ValueError('pool="pooler" needs an encoder with a pooler (a pretrained BERT): pass '
+                                 '`encoder=` or use `from_pretrained`; from scratch use pool="cls" or "mean".')
+            encoder = TextEncoder(
+                vocab_size, max_length, dim=dim, depth=depth, num_heads=num_heads, mlp_dim=mlp_dim,
+                position=position, class_token=pool == "cls", norm_first=norm_first, dropout=dropout,
+                attention_dropout=attention_dropout, layer_norm_epsilon=layer_norm_epsilon, name="encoder",
+            )
+            encoder_given = False
         else:
-            x = keras.layers.GlobalAveragePooling1D(name="pool")(x)  # masked mean over real tokens
+            if not isinstance(encoder, TextEncoder):
+                raise TypeError(f"`encoder` must be a keras_tfm TextEncoder. Received: {type(encoder).__name__}")
+            if vocab_size is not None or max_length is not None:
+                raise ValueError("Pass either `encoder` or the sizes of one to build (`vocab_size`, `max_length`, "
+                                 f"...), not both. Received: vocab_size={vocab_size!r}, max_length={max_length!r}")
+            if pool == "pooler" and not encoder.pooler:
+                raise ValueError(f'pool="pooler" needs an encoder with a pooler; encoder {encoder.name!r} has none '
+                                 '(pooler=False). Use pool="cls" or "mean".')
+            encoder_given = True
+
+        inputs = {"token_ids": keras.Input((None,), dtype="int32", name="token_ids"),
+                  "padding_mask": keras.Input((None,), dtype="int32", name="padding_mask")}
+        if encoder.num_segments:
+            inputs["segment_ids"] = keras.Input((None,), dtype="int32", name="segment_ids")
+        outputs = encoder(inputs)
+        states = outputs["sequence_output"] if encoder.pooler else outputs  # (batch, length, dim) + padding mask
+        if pool == "pooler":
+            x = keras.layers.Identity(name="pool")(outputs["pooled_output"])  # (batch, dim)
+        elif pool == "cls":
+            # The first state ([CLS]); the padding mask has done its job and ends here.
+            x = keras.layers.Lambda(lambda h: h[:, 0], mask=lambda h, mask: None, name="pool")(states)
+        else:
+            x = keras.layers.GlobalAveragePooling1D(name="pool")(states)  # masked mean over real tokens
         x = keras.layers.Dropout(dropout, name="head_dropout")(x)
         logits = keras.layers.Dense(num_classes, activation=activation, dtype="float32", name="head")(x)
-        super().__init__(ids, logits, **kwargs)
+        super().__init__(inputs, logits, **kwargs)
+        self.input_spec = None  # token ids alone are accepted too (see `call`)
 
         self.store_arguments(locals())
+        self.encoder = encoder
+        self.encoder_given = encoder_given
+        for name in ENCODER_SIZES:  # what a caller reads (`model.vocab_size`...), from the encoder in use
+            setattr(self, name, getattr(encoder, name))
+
+    def call(self, inputs, training=None, mask=None):
+        return super().call(self.encoder._as_inputs(inputs), training=training)
+
+    def compute_output_spec(self, inputs, training=None, mask=None):
+        return super().compute_output_spec(self.encoder._as_inputs(inputs))
+
+    def get_config(self):
+        config = super().get_config()
+        if self.encoder_given:  # the encoder's own config; the sizes are its
+            config.update({name: None for name in ("vocab_size", "max_length")})
+            for name in ENCODER_SIZES[2:]:
+                config.pop(name)
+            config["encoder"] = keras.saving.serialize_keras_object(self.encoder)
+        else:
+            config["encoder"] = None
+        return config
+
+    @classmethod
+    def from_pretrained(cls, folder, num_classes=2, pool=None, dtype=None, dropout=None, attention_dropout=None,
+                        **kwargs):
+        """A classifier on a pretrained encoder (`TextEncoder.from_pretrained(folder)`), with a new head.
+
+        Args:
+            folder: a HuggingFace checkpoint folder (`config.json` + `model.safetensors`) of a BERT, DistilBERT or
+                RoBERTa model.
+            num_classes: number of output classes.
+            pool: `"pooler"` when the checkpoint has BERT's pooler (as `BertForSequenceClassification`), else
+                `"cls"`; or `"mean"`.
+            dtype: dtype policy (e.g. `"mixed_bfloat16"`); None = the global policy.
+            dropout: dropout in the encoder and before the head; None = the checkpoint's config.
+            attention_dropout: dropout on the attention weights; None = the checkpoint's config.
+            **kwargs: the head's other arguments (`activation`, `name`).
+        """
+        overrides = {name: value for name, value in (("dropout", dropout), ("attention_dropout", attention_dropout))
+                     if value is not None}
+        encoder = TextEncoder.from_pretrained(folder, dtype=dtype, name="encoder", **overrides)
+        pool = ("pooler" if encoder.pooler else "cls") if pool is None else pool
+        if dtype is not None:
+            kwargs["dtype"] = dtype
+        return cls(num_classes=num_classes, pool=pool, dropout=encoder.dropout, encoder=encoder, **kwargs)
 
     def token_inputs(self, x):
-        return [("x", x, self.vocab_size)]
+        return self.encoder.token_inputs(x)
 
     @classmethod
     def from_encoder(cls, encoder, num_classes=2, **kwargs):
         """A classifier whose encoder starts from a pre-trained `MaskedLanguageModel`'s (fine-tuning).
+
+        Given a `TextEncoder`, the classifier is built around that very object (`TextClassifier(encoder=...)`).
 
         The encoder's architecture (`vocab_size`, `max_length`, `dim`, `depth`, `num_heads`, `mlp_dim`,
         `position`, `norm_first`, `layer_norm_epsilon`) is taken from `encoder`, and the weights of its
@@ -121,6 +200,8 @@ class TextClassifier(PresetModel, keras.Model):
             **kwargs: the classifier's other arguments (`pool`, `dropout`, `attention_dropout`, `activation`,
                 `name`...); the encoder's own arguments cannot be changed here.
         """
+        if isinstance(encoder, TextEncoder):
+            return cls(num_classes=num_classes, encoder=encoder, **kwargs)
         from_encoder = getattr(encoder, "encoder_config", None)
         if from_encoder is None:
             raise TypeError(
@@ -137,8 +218,8 @@ class TextClassifier(PresetModel, keras.Model):
         cls.check_keywords({name: value for name, value in kwargs.items() if name not in cls.argument_names()})
         model = cls(**config, num_classes=num_classes, **kwargs)
         for name in encoder_layer_names(config["depth"], config["norm_first"]):
-            model.get_layer(name).set_weights(encoder.get_layer(name).get_weights())
+            model.encoder.get_layer(name).set_weights(encoder.get_layer(name).get_weights())
         return model
 
     def no_weight_decay(self):
-        return super().no_weight_decay() + ["position_embeddings", "token"]  # + the [CLS] token
+        return self.encoder.no_weight_decay()

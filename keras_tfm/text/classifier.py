@@ -7,6 +7,10 @@ nobody has to rebuild it by hand. Saved as one folder, which `TextClassifierPipe
 
     classifier.json   what the folder holds: sequence length, class names, standardisation
     model.keras       the TextClassifier                  vocabulary.txt   line i = the word of token id i
+                                                          (or tokenizer/: a PretrainedTokenizer's files)
+
+A classifier fine-tuned from a pretrained checkpoint reads word pieces instead: give the checkpoint's own
+`PretrainedTokenizer` as `vocabulary` (`TextClassifierPipeline(model, tokenizer, class_names)`).
 """
 
 import json
@@ -17,6 +21,7 @@ import numpy as np
 
 from keras_tfm.data.imdb import load_vocabulary, save_vocabulary, standardize_review
 from keras_tfm.models.text_classifier import TextClassifier
+from keras_tfm.text.pretrained_tokenizer import PretrainedTokenizer
 
 FORMAT = "keras_tfm.TextClassifierPipeline"
 # TextVectorization's own standardisations, saved by name like a registered function.
@@ -29,7 +34,9 @@ class TextClassifierPipeline:
     Args:
         model: a trained `keras_tfm.models.TextClassifier`.
         vocabulary: its words in id order, starting with `""` (padding, id 0) and `"[UNK]"` (unknown words,
-            id 1), as `TextVectorization.get_vocabulary()` returns it.
+            id 1), as `TextVectorization.get_vocabulary()` returns it; or a `PretrainedTokenizer` (a classifier
+            fine-tuned from a checkpoint; `standardize` is then the tokenizer's own and `sequence_length` its
+            `max_length`).
         class_names: a name per class (default: `"0"`, `"1"`, ...).
         standardize: what was done to the text before splitting it into words in training: a function
             registered with `keras.saving.register_keras_serializable` (so that it can be saved; default the IMDB
@@ -50,6 +57,16 @@ class TextClassifierPipeline:
     def __init__(self, model, vocabulary, class_names=None, standardize=standardize_review, sequence_length=None):
         if not isinstance(model, TextClassifier):
             raise TypeError(f"`model` must be a TextClassifier. Received: model of type {type(model).__name__}")
+        self.tokenizer = None
+        if isinstance(vocabulary, PretrainedTokenizer):
+            if vocabulary.vocab_size > model.vocab_size:
+                raise ValueError(f"The tokenizer has {vocabulary.vocab_size} word pieces but the model only "
+                                 f"{model.vocab_size} token ids.")
+            self.tokenizer, self.model, self.vocabulary = vocabulary, model, None
+            self.class_names = self._class_names(model, class_names)
+            self.standardize = self.standardize_name = None
+            self.sequence_length = vocabulary.max_length
+            return
         if isinstance(vocabulary, str) or not all(isinstance(word, str) for word in vocabulary):
             raise TypeError("`vocabulary` must be a list of words (str), id order. Received: "
                             f"{type(vocabulary).__name__}")
@@ -60,10 +77,7 @@ class TextClassifierPipeline:
         if len(vocabulary) > model.vocab_size:
             raise ValueError(f"`vocabulary` has {len(vocabulary)} words but the model has only {model.vocab_size} "
                              "token ids.")
-        class_names = [str(i) for i in range(model.num_classes)] if class_names is None else list(class_names)
-        if len(class_names) != model.num_classes:
-            raise ValueError(f"`class_names` must name the model's {model.num_classes} classes. Received "
-                             f"{len(class_names)}: {class_names!r}")
+        class_names = self._class_names(model, class_names)
         sequence_length = model.max_length if sequence_length is None else sequence_length
         if isinstance(sequence_length, bool) or not isinstance(sequence_length, int) or not (
                 1 <= sequence_length <= model.max_length):
@@ -79,8 +93,17 @@ class TextClassifierPipeline:
             standardize=standardize, output_mode="int", output_sequence_length=sequence_length, vocabulary=vocabulary
         )
 
+    @staticmethod
+    def _class_names(model, class_names):
+        class_names = [str(i) for i in range(model.num_classes)] if class_names is None else list(class_names)
+        if len(class_names) != model.num_classes:
+            raise ValueError(f"`class_names` must name the model's {model.num_classes} classes. Received "
+                             f"{len(class_names)}: {class_names!r}")
+        return class_names
+
     def token_ids(self, texts):
-        """`(n, sequence_length)` int32 token ids of a list of strings, exactly as the model reads them."""
+        """`(n, sequence_length)` int32 token ids of a list of strings, exactly as the model reads them (with a
+        `PretrainedTokenizer`: its dict of token ids, padding mask and segment ids)."""
         if isinstance(texts, str):
             raise TypeError(f"`texts` must be a list of strings, not one string. Received: {texts!r}")
         texts = list(texts)
@@ -89,12 +112,14 @@ class TextClassifierPipeline:
                             f"{sorted({type(text).__name__ for text in texts})}")
         if not texts:
             return np.zeros((0, self.sequence_length), "int32")
+        if self.tokenizer is not None:
+            return self.tokenizer(texts)  # the dict: token ids, padding mask, segment ids
         return np.asarray(self.vectorizer(np.array(texts, dtype=object)), "int32")
 
     def predict(self, texts, batch_size=256):
         """Class probabilities `(len(texts), num_classes)` float32 of a list of strings (rows sum to 1)."""
         ids = self.token_ids(texts)
-        if not len(ids):
+        if not len(ids["token_ids"] if isinstance(ids, dict) else ids):
             return np.zeros((0, len(self.class_names)), "float32")
         outputs = self.model.predict(ids, batch_size=batch_size, verbose=0)  # (n, num_classes)
         if self.model.activation != "softmax":  # logits
@@ -109,6 +134,13 @@ class TextClassifierPipeline:
         """Writes the model, the vocabulary and `classifier.json` into `directory` (created)."""
         os.makedirs(directory, exist_ok=True)
         self.model.save(os.path.join(directory, "model.keras"))
+        if self.tokenizer is not None:
+            self.tokenizer.save(os.path.join(directory, "tokenizer"))
+            with open(os.path.join(directory, "classifier.json"), "w") as file:
+                json.dump({"format": FORMAT, "version": 1, "class_names": self.class_names, "tokenizer": "tokenizer",
+                           "sequence_length": self.sequence_length, "files": ["model.keras", "tokenizer/"]},
+                          file, indent=2)
+            return directory
         save_vocabulary(self.vocabulary, os.path.join(directory, "vocabulary.txt"))
         with open(os.path.join(directory, "classifier.json"), "w") as file:
             json.dump({"format": FORMAT, "version": 1, "class_names": self.class_names,
@@ -128,6 +160,10 @@ class TextClassifierPipeline:
         if info.get("format") != FORMAT:
             raise ValueError(f"{manifest!r} is not a keras_tfm TextClassifierPipeline manifest "
                              f"(format={info.get('format')!r}).")
+        if info.get("tokenizer"):
+            model = keras.saving.load_model(os.path.join(directory, "model.keras"))
+            tokenizer = PretrainedTokenizer.load(os.path.join(directory, info["tokenizer"]))
+            return cls(model, tokenizer, info["class_names"])
         standardize = info["standardize"]
         if standardize not in BUILT_IN_STANDARDIZE:
             function = keras.saving.get_registered_object(standardize)

@@ -163,3 +163,48 @@ def test_encoder_flag_errors_are_clear(tmp_path, capsys):
     with pytest.raises(SystemExit):
         imdb_classifier.parse_args(["--encoder", str(tmp_path), "--pretrain-epochs", "1"])
     assert "exclude each other" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_quick_fine_tune_of_a_pretrained_checkpoint(tmp_path, capsys):
+    """`--pretrained FOLDER` on a tiny random BERT written by transformers: the checkpoint's tokenizer, a new head,
+    the attention explorer over the parts of the epoch, and a saved pipeline that --predict reads."""
+    from tests.pretrained_checkpoints import write_checkpoint
+
+    folder = write_acl_imdb(tmp_path / "aclImdb")
+    checkpoint, _ = write_checkpoint(str(tmp_path / "bert"), "bert")
+    output_dir = tmp_path / "run"
+    summary = imdb_classifier.main(["--quick", "--imdb-dir", str(folder), "--pretrained", checkpoint,
+                                    "--output-dir", str(output_dir), "--sequence-length", "32"])
+    printed = capsys.readouterr().out
+    assert "tensorflow backend, float32" in printed or "mixed_bfloat16" in printed  # the measured choice, said
+    assert "32 word pieces (head_tail)" in printed
+    for name in ("model.keras", "summary.json", "curves.png", "classifier/model.keras", "classifier/classifier.json",
+                 "classifier/tokenizer/tokenizer.json", "attention/attention.html"):
+        assert os.path.getsize(output_dir / name) > 0, name
+    assert {f"epoch_00{i}_tokens_0.png" for i in (1, 2, 3, 4)} <= set(os.listdir(output_dir / "attention"))
+    saved = json.loads((output_dir / "summary.json").read_text())
+    assert saved["pretrained"]["model_type"] == "bert" and 0 <= saved["metrics"]["test_accuracy"] <= 1
+    history = common.read_history(output_dir)
+    assert len(history["loss"]) == 4  # the epoch in four parts
+
+    model = keras.saving.load_model(output_dir / "model.keras")
+    assert isinstance(model, TextClassifier) and model.pool == "pooler" and model.encoder.norm_first is False
+    pipeline = TextClassifierPipeline.load(output_dir / "classifier")
+    texts = ["the film was great", "dull and too long"]
+    ids = pipeline.tokenizer(texts)
+    assert ids["token_ids"].shape == (2, 32) and ids["token_ids"][0, 0] == 2  # [CLS]
+    probabilities = pipeline.predict(texts)
+    np.testing.assert_allclose(probabilities, keras.ops.convert_to_numpy(
+        keras.ops.softmax(model.predict(ids, verbose=0))), atol=1e-6)
+    predicted = imdb_classifier.main(["--predict", str(output_dir), *texts])
+    np.testing.assert_allclose(predicted["probabilities"], probabilities, atol=1e-6)
+
+
+def test_pretrained_excludes_pretraining_and_a_bad_folder_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        imdb_classifier.parse_args(["--pretrained", "x", "--pretrain-epochs", "1"])
+    assert exit_info.value.code == 2
+    with pytest.raises(SystemExit) as exit_info:
+        imdb_classifier.main(["--pretrained", str(tmp_path), "--imdb-dir", str(tmp_path)])
+    assert exit_info.value.code == 2 and "No config.json" in capsys.readouterr().err

@@ -1,0 +1,176 @@
+"""A pretrained checkpoint's own tokenizer, read from its `tokenizer.json` with the HuggingFace `tokenizers`
+library: strings in, the `TextEncoder`'s input dict out.
+
+A pretrained encoder only works with the word pieces it was trained on: the same vocabulary, lower-casing,
+accent stripping and special tokens ([CLS] text [SEP] for BERT, <s> text </s> for RoBERTa). All of that is in
+`tokenizer.json`, so it is read, not re-implemented.
+
+Long texts are cut to `max_length` word pieces (special tokens included) in one of two ways:
+
+    truncation="head"        the first pieces                  (what `transformers`' tokenizer does)
+    truncation="head_tail"   the first `head` and the last      (Sun et al. 2019, "How to Fine-Tune BERT for
+                             ones                               Text Classification": on IMDB, the first 128
+                                                                and last 382 pieces do best)
+"""
+
+import json
+import os
+
+import numpy as np
+
+TRUNCATIONS = ("head", "head_tail")
+
+
+class PretrainedTokenizer:
+    """Tokenizes strings exactly as a pretrained checkpoint's tokenizer does.
+
+    Args:
+        folder: a folder with `tokenizer.json` (a HuggingFace checkpoint folder), or the file itself.
+        max_length: word pieces per text, special tokens included (longer texts are cut, shorter are padded).
+        truncation: `"head"` (keep the start) or `"head_tail"` (keep the first `head` pieces and the end).
+        head: pieces kept from the start with `truncation="head_tail"`; None = a quarter of the room (Sun et
+            al.'s 128 of 510).
+
+    Call arguments:
+        texts: a list of strings, or two lists (text pairs: segment ids 0 for the first text, 1 for the second;
+            pairs are cut from the longer text first, as `transformers` does).
+        max_length: overrides the tokenizer's `max_length` for this call.
+
+    Returns:
+        `{"token_ids", "padding_mask", "segment_ids"}`, int32 arrays `(len(texts), max_length)`, padded with the
+        checkpoint's padding id — what `TextEncoder` and `TextClassifier` take.
+
+    Example:
+
+    >>> tokenizer = PretrainedTokenizer("all-MiniLM-L6-v2", max_length=256)  # doctest: +SKIP
+    >>> tokenizer(["A wonderful, moving film."])["token_ids"][0, :8]  # doctest: +SKIP
+    array([ 101, 1037, 6919, 1010, 3048, 2143, 1012,  102], dtype=int32)
+    """
+
+    def __init__(self, folder, max_length=512, truncation="head", head=None):
+        from tokenizers import Tokenizer
+
+        path = folder if os.path.isfile(folder) else os.path.join(folder, "tokenizer.json")
+        if not os.path.isfile(path):
+            raise ValueError(f"No tokenizer.json in {folder!r}: PretrainedTokenizer reads a HuggingFace "
+                             "checkpoint's tokenizer.json (a fast tokenizer).")
+        if truncation not in TRUNCATIONS:
+            raise ValueError(f"`truncation` must be one of {list(TRUNCATIONS)}. Received: truncation={truncation!r}")
+        self.path = path
+        self.tokenizer = Tokenizer.from_file(path)
+        self.tokenizer.no_truncation()  # a tokenizer.json may carry its own settings (MiniLM's: 128); ours apply
+        self.tokenizer.no_padding()
+        self.special_tokens = self.tokenizer.num_special_tokens_to_add(False)
+        self._check_length("max_length", max_length)
+        self.max_length = max_length
+        self.truncation = truncation
+        self.head = head
+        self.padding_id = self._padding_id(os.path.dirname(path))
+
+    @property
+    def vocab_size(self):
+        return self.tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def _check_length(self, name, value):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= self.special_tokens:
+            raise ValueError(f"`{name}` must be an int larger than the {self.special_tokens} special tokens "
+                             f"added to each text. Received: {name}={value!r}")
+
+    def _padding_id(self, folder):
+        padding = json.load(open(self.path)).get("padding") or {}
+        if "pad_id" in padding:
+            return int(padding["pad_id"])
+        for name in ("special_tokens_map.json", "tokenizer_config.json"):
+            file = os.path.join(folder, name)
+            if os.path.isfile(file):
+                token = json.load(open(file)).get("pad_token")
+                token = token.get("content") if isinstance(token, dict) else token
+                if token is not None and self.tokenizer.token_to_id(token) is not None:
+                    return self.tokenizer.token_to_id(token)
+        for token in ("[PAD]", "<pad>"):
+            if self.tokenizer.token_to_id(token) is not None:
+                return self.tokenizer.token_to_id(token)
+        raise ValueError(f"{self.path} names no padding token (no padding section, no pad_token in "
+                         "special_tokens_map.json or tokenizer_config.json, no [PAD] or <pad> in the vocabulary).")
+
+    def __call__(self, texts, pairs=None, max_length=None):
+        max_length = self.max_length if max_length is None else max_length
+        self._check_length("max_length", max_length)
+        texts = _strings("texts", texts)
+        if pairs is not None:
+            pairs = _strings("pairs", pairs)
+            if len(pairs) != len(texts):
+                raise ValueError(f"`pairs` must have one text per text of `texts`: received {len(texts)} texts "
+                                 f"and {len(pairs)} pairs.")
+            if self.truncation != "head":
+                raise ValueError('Text pairs are cut with truncation="head" only (the longer text first).')
+            self.tokenizer.enable_truncation(max_length, strategy="longest_first")
+            try:
+                encodings = self.tokenizer.encode_batch(list(zip(texts, pairs)))
+            finally:
+                self.tokenizer.no_truncation()
+        elif self.truncation == "head":
+            self.tokenizer.enable_truncation(max_length)
+            try:
+                encodings = self.tokenizer.encode_batch(texts)
+            finally:
+                self.tokenizer.no_truncation()
+        else:
+            encodings = [self._head_and_tail(encoding, max_length)
+                         for encoding in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+        token_ids = np.full((len(texts), max_length), self.padding_id, dtype="int32")
+        padding_mask = np.zeros((len(texts), max_length), dtype="int32")
+        segment_ids = np.zeros((len(texts), max_length), dtype="int32")
+        for row, encoding in enumerate(encodings):
+            n = len(encoding.ids)
+            token_ids[row, :n] = encoding.ids
+            padding_mask[row, :n] = 1
+            segment_ids[row, :n] = encoding.type_ids
+        return {"token_ids": token_ids, "padding_mask": padding_mask, "segment_ids": segment_ids}
+
+    def _head_and_tail(self, encoding, max_length):
+        """The first `head` and the last `room - head` word pieces, then the special tokens around them."""
+        from tokenizers import Encoding
+
+        room = max_length - self.special_tokens
+        if len(encoding.ids) > room:
+            head = room // 4 if self.head is None else min(self.head, room)
+            # `Encoding.truncate` cuts in place: cut two copies (a merge of one encoding is a copy).
+            start = Encoding.merge([encoding], growing_offsets=False)
+            start.truncate(head, direction="right")
+            tail = Encoding.merge([encoding], growing_offsets=False)
+            tail.truncate(room - head, direction="left")
+            encoding = Encoding.merge([start, tail], growing_offsets=False) if head else tail
+        return self.tokenizer.post_process(encoding)
+
+    def token_labels(self, token_ids):
+        """The word piece of each id (`"[CLS]"`, `"wonder"`, `"##ful"`...), for attention pictures."""
+        return [self.tokenizer.id_to_token(int(i)) or "" for i in token_ids]
+
+    def save(self, directory):
+        """Copies `tokenizer.json` into `directory` and records the settings in `tokenizer_settings.json`."""
+        os.makedirs(directory, exist_ok=True)
+        self.tokenizer.save(os.path.join(directory, "tokenizer.json"))
+        with open(os.path.join(directory, "tokenizer_settings.json"), "w") as file:
+            json.dump({"max_length": self.max_length, "truncation": self.truncation, "head": self.head,
+                       "padding_id": self.padding_id}, file, indent=2)
+        return directory
+
+    @classmethod
+    def load(cls, directory):
+        """The tokenizer `save(directory)` wrote, with its settings."""
+        with open(os.path.join(directory, "tokenizer_settings.json")) as file:
+            settings = json.load(file)
+        tokenizer = cls(directory, settings["max_length"], settings["truncation"], settings["head"])
+        tokenizer.padding_id = settings["padding_id"]
+        return tokenizer
+
+
+def _strings(name, texts):
+    if isinstance(texts, str):
+        raise TypeError(f"`{name}` must be a list of strings, not one string. Received: {texts[:40]!r}")
+    texts = list(texts)
+    if not all(isinstance(text, str) for text in texts):
+        raise TypeError(f"`{name}` must be a list of strings. Received items of type "
+                        f"{sorted({type(text).__name__ for text in texts})}")
+    return texts
