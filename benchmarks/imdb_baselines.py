@@ -8,6 +8,10 @@ With `--runs`, it prints the Transformer runs' numbers beside it (their summary.
     pip install scikit-learn        # a benchmark-only dependency
     python benchmarks/imdb_baselines.py --imdb-dir aclImdb
     python benchmarks/imdb_baselines.py --imdb-dir aclImdb --runs runs/imdb_classifier/scratch runs/imdb_classifier/pretrained
+
+`--train-samples N --test-samples M` read the reviews as the recipe does with the same flags (its seeded order,
+`keras_tfm.data.imdb.load_imdb`, the first N and M), so the baseline sees exactly the recipe's reviews; the
+baseline fitted on all 25,000 training reviews is scored on those M test reviews too.
 """
 
 import argparse
@@ -69,17 +73,43 @@ def tfidf_logistic_regression(train, test, seed, validation_fraction=0.1, grid=(
     }
 
 
+def recipe_reviews(imdb_dir, seed, train_samples, test_samples):
+    """`((texts, labels), (texts, labels))`: the training and test reviews `recipes.imdb_classifier` reads with
+    the same `--seed`, `--train-samples` and `--test-samples`."""
+    import keras
+
+    from keras_tfm.data import imdb
+
+    keras.utils.set_random_seed(seed)  # as the recipe does before it reads: the reviews' order depends on it
+    train, test = imdb.load_imdb(imdb_dir, seed=seed)
+    texts, labels = imdb.texts_and_labels(train.take(train_samples or -1))
+    test_texts, test_labels = imdb.texts_and_labels(test.take(test_samples or -1))
+    return (list(texts), np.asarray(labels)), (list(test_texts), np.asarray(test_labels))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--imdb-dir", required=True, help="an unpacked aclImdb folder (with train/ and test/)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the held-out split (the recipe's --seed)")
     parser.add_argument("--runs", nargs="*", default=[],
                         help="imdb_classifier run folders whose test accuracy and wall time to print beside")
+    parser.add_argument("--train-samples", type=int, default=None, help="the recipe's --train-samples")
+    parser.add_argument("--test-samples", type=int, default=None, help="the recipe's --test-samples")
     args = parser.parse_args()
-    train, test = read_split(args.imdb_dir, "train"), read_split(args.imdb_dir, "test")
-    baseline = tfidf_logistic_regression(train, test, args.seed)
-    print(json.dumps(baseline, indent=2))
-    rows = [(baseline["model"], baseline["test_accuracy"], baseline["wall_time_seconds"])]
+    if args.train_samples or args.test_samples:
+        train, test = recipe_reviews(args.imdb_dir, args.seed, args.train_samples, args.test_samples)
+        rows = []
+        for name, training in (("the same training reviews", train), ("all training reviews", None)):
+            training = training or read_split(args.imdb_dir, "train")
+            baseline = tfidf_logistic_regression(training, test, args.seed)
+            baseline["model"] += f", {len(training[1])} {name}, {len(test[1])} test reviews"
+            print(json.dumps(baseline, indent=2))
+            rows.append((baseline["model"], baseline["test_accuracy"], baseline["wall_time_seconds"]))
+    else:
+        train, test = read_split(args.imdb_dir, "train"), read_split(args.imdb_dir, "test")
+        baseline = tfidf_logistic_regression(train, test, args.seed)
+        print(json.dumps(baseline, indent=2))
+        rows = [(baseline["model"], baseline["test_accuracy"], baseline["wall_time_seconds"])]
     for run in args.runs:
         with open(os.path.join(run, "summary.json")) as file:
             summary = json.load(file)

@@ -50,9 +50,12 @@ def main(argv=None):
     from keras_tfm.data import imdb, stratified_split
     from keras_tfm.text import PretrainedTokenizer
 
+    import keras
+
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    keras.utils.set_random_seed(args.seed)  # as the recipe does before it reads: the reviews' order depends on it
     started = time.time()
     train_text, test_text = imdb.load_imdb(args.imdb_dir, seed=args.seed)
     reviews, labels = imdb.texts_and_labels(train_text.take(args.train_samples or -1))

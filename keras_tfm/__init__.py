@@ -4,7 +4,7 @@
     block = keras_tfm.EncoderBlock(num_heads=4, mlp_dim=256)
 """
 
-from keras_tfm import callbacks, layers, metrics, models, text, visualize
+from keras_tfm import callbacks, layers, metrics, models, schedules, text, visualize
 from keras_tfm.attention_probe import attention_maps
 from keras_tfm.layers import *  # noqa: F401,F403  (the layers and models are the package's public API)
 from keras_tfm.layers import __all__ as _layer_names
@@ -13,4 +13,4 @@ from keras_tfm.models import __all__ as _model_names
 from keras_tfm.text import TextClassifierPipeline, Translator
 
 __version__ = "0.1.0"
-__all__ = ["attention_maps", "callbacks", "layers", "metrics", "models", "text", "visualize", "TextClassifierPipeline", "Translator", *_layer_names, *_model_names]
+__all__ = ["attention_maps", "callbacks", "layers", "metrics", "models", "schedules", "text", "visualize", "TextClassifierPipeline", "Translator", *_layer_names, *_model_names]

@@ -22,9 +22,9 @@ def _figure_pixels(figure):
     return np.asarray(canvas.buffer_rgba())[..., :3].copy()
 
 
-def _token_strings(ids, vocabulary):
+def _token_strings(ids, vocabulary, padding_id=0):
     """Token strings of the non-padding ids of one sequence."""
-    ids = [int(i) for i in np.asarray(ids) if int(i) != 0]
+    ids = [int(i) for i in np.asarray(ids) if int(i) != padding_id]
     if vocabulary is None:
         return [str(i) for i in ids]
     return [str(vocabulary[i]) if i < len(vocabulary) else f"<{i}>" for i in ids]
@@ -64,6 +64,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
         html: also keep one `attention.html` (the attention explorer, see `keras_tfm.explorer`) for the first
             sample, rewritten at each drawn epoch with an epoch slider over every epoch drawn so far (a run
             resumed into the same folder keeps the earlier epochs of the page).
+        padding_id: the id of padding in text `inputs`, left out of the pictures (RoBERTa's checkpoints use 1).
 
     Example:
 
@@ -83,6 +84,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
         save_arrays=False,
         max_samples=4,
         html=False,
+        padding_id=0,
     ):
         super().__init__()
         if kind not in KINDS:
@@ -94,6 +96,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
         self.every_n_epochs = every_n_epochs
         self.kind = self._infer_kind(self.inputs) if kind == "auto" else kind
         self.tokens = tokens
+        self.padding_id = padding_id
         self.class_names = class_names
         self.log_dir = log_dir
         self.save_arrays = save_arrays
@@ -194,7 +197,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
 
     def _text_words(self, map_width):
         """Sample 0's real words, after a "[CLS]" when the maps are one token wider than the ids (a class token)."""
-        words = _token_strings(self.inputs[0], self.tokens)
+        words = _token_strings(self.inputs[0], self.tokens, self.padding_id)
         return ["[CLS]"] + words if map_width == self.inputs.shape[1] + 1 else words
 
     def _patch_embedding(self):
@@ -249,8 +252,8 @@ class AttentionMapCallback(keras.callbacks.Callback):
         has_class_token = last.shape[-1] == length + 1
         figures = []
         for i in range(min(len(self.inputs), self.max_samples)):
-            words = _token_strings(self.inputs[i], self.tokens)
-            real = np.asarray(self.inputs[i]) != 0
+            words = _token_strings(self.inputs[i], self.tokens, self.padding_id)
+            real = np.asarray(self.inputs[i]) != self.padding_id
             if not real.any():  # an all-padding sample: no words to colour
                 continue
             if has_class_token:  # what [CLS] reads from each token

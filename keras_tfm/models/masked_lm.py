@@ -3,8 +3,8 @@ unlabelled text by filling in hidden words.
 
 Some tokens of each sequence are hidden (`keras_tfm.data.mlm.mask_tokens`: 15% of the real tokens, of those 80%
 become [MASK], 10% a random word, 10% stay as they are) and the model predicts the original word at exactly those
-positions. The encoder — `token_embedding`, `block_0` ... `block_{depth-1}`, `encoder_norm` — has the same layers
-and names as `TextClassifier`'s, so `TextClassifier.from_encoder(mlm)` starts fine-tuning from what it learned:
+positions. The encoder is a `TextEncoder` (`mlm.encoder`), the same backbone `TextClassifier` classifies with, so
+`TextClassifier.from_encoder(mlm)` fine-tunes that very encoder:
 
     mlm = MaskedLanguageModel.from_preset("small", vocab_size=20000, max_length=256)
     mlm.compile_for_training()
@@ -18,19 +18,14 @@ Only the masked positions are projected onto the vocabulary: the head reads the 
 import keras
 from keras import ops
 
-from keras_tfm.layers import EncoderBlock, TokenEmbedding
 from keras_tfm.layers import _checks
 from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
+from keras_tfm.models.text_encoder import TextEncoder
 
 ENCODER_ARGUMENTS = ("vocab_size", "max_length", "dim", "depth", "num_heads", "mlp_dim", "position",
                      "norm_first", "layer_norm_epsilon")  # what fixes the encoder's weights, shared with TextClassifier
-
-
-def encoder_layer_names(depth, norm_first=True):
-    """The names of the encoder's layers, the same in `MaskedLanguageModel` and `TextClassifier`."""
-    return ["token_embedding", *(f"block_{i}" for i in range(depth)), *(["encoder_norm"] if norm_first else [])]
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -59,8 +54,8 @@ class GatherPositions(keras.layers.Layer):
 class MaskedLanguageModel(PresetModel, keras.Model):
     """A Transformer encoder over token ids (0 = padding) that predicts the tokens hidden at `mask_positions`.
 
-    Layer names: `token_embedding`, `block_0` ... `block_{depth-1}`, `encoder_norm` (the encoder, as in
-    `TextClassifier`), then the head: `mlm_gather`, `mlm_dense` (dim -> dim, GELU), `mlm_norm`, then the token table
+    Layer names: `encoder` (a `TextEncoder`: `token_embedding`, `block_0` ... `block_{depth-1}`, `encoder_norm`),
+    then the head: `mlm_gather`, `mlm_dense` (dim -> dim, GELU), `mlm_norm`, then the encoder's token table
     transposed (the output is tied to `token_embedding`, as in BERT) and `mlm_logits` (float32).
 
     Args:
@@ -112,26 +107,22 @@ class MaskedLanguageModel(PresetModel, keras.Model):
         _checks.positive_int("max_length", max_length)
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
         mask_positions = keras.Input((None,), dtype="int32", name="mask_positions")
-        embedding = TokenEmbedding(
-            vocab_size, dim, max_length=max_length, position=position, dropout=dropout, name="token_embedding"
+        encoder = TextEncoder(
+            vocab_size, max_length, dim=dim, depth=depth, num_heads=num_heads, mlp_dim=mlp_dim, position=position,
+            norm_first=norm_first, dropout=dropout, attention_dropout=attention_dropout,
+            layer_norm_epsilon=layer_norm_epsilon, name="encoder",
         )
-        x = embedding(token_ids)  # (batch, length, dim) + padding mask
-        for i in range(depth):
-            x = EncoderBlock(
-                num_heads, mlp_dim, dropout=dropout, attention_dropout=attention_dropout, norm_first=norm_first,
-                layer_norm_epsilon=layer_norm_epsilon, name=f"block_{i}",
-            )(x)
-        if norm_first:
-            x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
+        x = encoder(token_ids)  # (batch, length, dim) + padding mask
         # The states at the hidden positions: (batch, predictions, dim).
         x = GatherPositions(name="mlm_gather")([x, mask_positions])
         x = keras.layers.Dense(dim, activation="gelu", name="mlm_dense")(x)
         x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="mlm_norm")(x)
-        x = embedding(x, reverse=True)  # (batch, predictions, vocab_size): the token table, transposed
+        x = encoder.get_layer("token_embedding")(x, reverse=True)  # (batch, predictions, vocab_size): the table, transposed
         logits = keras.layers.Activation("linear", dtype="float32", name="mlm_logits")(x)
         super().__init__({"token_ids": token_ids, "mask_positions": mask_positions}, logits, **kwargs)
 
         self.store_arguments(locals())
+        self.encoder = encoder
 
     def token_inputs(self, x):
         if isinstance(x, dict):

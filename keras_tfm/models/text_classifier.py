@@ -17,7 +17,6 @@ from keras import ops
 
 from keras_tfm.layers import _checks
 from keras_tfm.models._base import PresetModel
-from keras_tfm.models.masked_lm import encoder_layer_names
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
 from keras_tfm.models.text_encoder import TextEncoder
 
@@ -185,41 +184,34 @@ class TextClassifier(PresetModel, keras.Model):
 
     @classmethod
     def from_encoder(cls, encoder, num_classes=2, **kwargs):
-        """A classifier whose encoder starts from a pre-trained `MaskedLanguageModel`'s (fine-tuning).
+        """A classifier on a pre-trained encoder: a `TextEncoder`, or a `MaskedLanguageModel`'s (fine-tuning).
 
-        Given a `TextEncoder`, the classifier is built around that very object (`TextClassifier(encoder=...)`).
-
-        The encoder's architecture (`vocab_size`, `max_length`, `dim`, `depth`, `num_heads`, `mlp_dim`,
-        `position`, `norm_first`, `layer_norm_epsilon`) is taken from `encoder`, and the weights of its
-        `token_embedding`, `block_i` and `encoder_norm` layers are copied; the [CLS] token (with `pool="cls"`) and
-        the head are new. The two models share no variables: fine-tuning leaves `encoder` as it was.
+        The classifier is built around that very encoder object (`TextClassifier(encoder=...)`): its weights are
+        the ones that train, and the masked LM sees them change. Only the head is new.
 
         Args:
-            encoder: a built `MaskedLanguageModel` (e.g. `keras.saving.load_model("encoder.keras")`).
+            encoder: a `TextEncoder`, or a model with one as `.encoder` (e.g. a `MaskedLanguageModel` from
+                `keras.saving.load_model("encoder.keras")`).
             num_classes: number of output classes.
-            **kwargs: the classifier's other arguments (`pool`, `dropout`, `attention_dropout`, `activation`,
-                `name`...); the encoder's own arguments cannot be changed here.
+            **kwargs: the head's arguments (`pool`: default "cls", "mean" for a masked LM's encoder; `dropout`,
+                `activation`, `name`); the encoder's own
+                arguments (`dim`, `depth`...) cannot be changed here.
         """
-        if isinstance(encoder, TextEncoder):
-            return cls(num_classes=num_classes, encoder=encoder, **kwargs)
-        from_encoder = getattr(encoder, "encoder_config", None)
-        if from_encoder is None:
-            raise TypeError(
-                "`encoder` must be a keras_tfm MaskedLanguageModel (or a model with `encoder_config()`). "
-                f"Received: {type(encoder).__name__}"
-            )
-        config = encoder.encoder_config()
-        fixed = sorted(set(kwargs) & set(config))
+        backbone = encoder if isinstance(encoder, TextEncoder) else getattr(encoder, "encoder", None)
+        if not isinstance(backbone, TextEncoder):
+            raise TypeError("`encoder` must be a keras_tfm TextEncoder, or a model with one as `.encoder` (a "
+                            f"MaskedLanguageModel). Received: {type(encoder).__name__}")
+        fixed = sorted(set(kwargs) & set(ENCODER_SIZES))
         if fixed:
-            raise ValueError(
-                f"{fixed} come from the pre-trained encoder and cannot be changed when fine-tuning. "
-                f"The encoder has {({name: config[name] for name in fixed})}."
-            )
+            raise ValueError(f"{fixed} come from the pre-trained encoder and cannot be changed when fine-tuning. "
+                             f"The encoder has {({name: getattr(backbone, name) for name in fixed})}.")
         cls.check_keywords({name: value for name, value in kwargs.items() if name not in cls.argument_names()})
-        model = cls(**config, num_classes=num_classes, **kwargs)
-        for name in encoder_layer_names(config["depth"], config["norm_first"]):
-            model.encoder.get_layer(name).set_weights(encoder.get_layer(name).get_weights())
-        return model
+        if backbone is not encoder:  # a masked LM's encoder: its tokens have no [CLS], so the mean is the default
+            kwargs.setdefault("pool", "mean")
+            if kwargs["pool"] == "cls" and not backbone.class_token:
+                raise ValueError('pool="cls" reads a [CLS] token, and this masked LM\'s encoder has none (its text '
+                                 'has no [CLS] token and it was built with class_token=False): use pool="mean".')
+        return cls(num_classes=num_classes, encoder=backbone, **kwargs)
 
     def no_weight_decay(self):
         return self.encoder.no_weight_decay()

@@ -20,6 +20,7 @@ from keras import ops
 
 from keras_tfm.layers import ClassToken, EncoderBlock, TokenEmbedding
 from keras_tfm.layers import _checks
+from keras_tfm.models import text_weights
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
 
@@ -212,6 +213,4 @@ class TextEncoder(PresetModel, keras.Model):
             dtype: a dtype policy for the encoder (e.g. `"mixed_bfloat16"`); None = the global policy.
             **overrides: arguments that do not change the weights: `dropout`, `attention_dropout`, `name`.
         """
-        from keras_tfm.models import text_weights
-
-        return text_weights.load_text_encoder(folder, dtype=dtype, **overrides)
+        return text_weights.load_text_encoder(cls, folder, dtype=dtype, **overrides)

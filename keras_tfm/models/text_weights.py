@@ -176,10 +176,11 @@ def _convert(array, layout, shape):
     return array.reshape(shape)
 
 
-def load_text_encoder(folder, dtype=None, **overrides):
+def load_text_encoder(encoder_class, folder, dtype=None, **overrides):
     """Builds a `TextEncoder` from `folder/config.json` and fills every weight from `folder/model.safetensors`.
 
     Args:
+        encoder_class: `TextEncoder` (or a subclass), which `TextEncoder.from_pretrained` passes.
         folder: a HuggingFace checkpoint folder of a BERT, DistilBERT or RoBERTa model.
         dtype: dtype policy of the encoder (None = the global policy).
         **overrides: `dropout`, `attention_dropout`, `name` (what does not change the weights).
@@ -189,8 +190,6 @@ def load_text_encoder(folder, dtype=None, **overrides):
             tensor whose shape does not fit (its name, the shape found and the shape expected), a weight the file
             does not have, or tensors of the encoder's part of the file that no weight uses (named).
     """
-    from keras_tfm.models.text_encoder import TextEncoder
-
     allowed = {"dropout", "attention_dropout", "name"}
     unknown = sorted(set(overrides) - allowed)
     if unknown:
@@ -205,7 +204,7 @@ def load_text_encoder(folder, dtype=None, **overrides):
     arguments.update(overrides)
     if dtype is not None:
         arguments["dtype"] = dtype
-    encoder = TextEncoder(**arguments)
+    encoder = encoder_class(**arguments)
 
     used = set()
     for name, variable, layout in _weight_map(encoder, model_type):

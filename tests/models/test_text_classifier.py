@@ -45,7 +45,7 @@ def test_presets_and_errors():
     assert model.dim == 64 and model.num_classes == 2
     with pytest.raises(ValueError, match=r"longer than `max_length` \(32\)"):
         model(np.ones((1, 40), "int32"))
-    with pytest.raises(ValueError, match=r"`pool` must be one of \['cls', 'mean'\]"):
+    with pytest.raises(ValueError, match=r"`pool` must be one of \['cls', 'mean', 'pooler'\]"):
         TextClassifier(pool="max", **{k: v for k, v in SMALL.items()})
     with pytest.raises(ValueError, match=r"Unknown TextClassifier preset"):
         TextClassifier.from_preset("xl", vocab_size=10, max_length=8)

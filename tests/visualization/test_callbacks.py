@@ -55,6 +55,20 @@ def test_callback_does_not_change_training(tmp_path):
     assert without["loss"] == with_maps["loss"]
 
 
+def test_text_pictures_leave_out_a_padding_id_other_than_zero(tmp_path):
+    """RoBERTa pads with 1: the explorer's words of sample 0 are its real tokens, not the padding."""
+    from keras_tfm.models import TextEncoder
+
+    encoder = TextEncoder(vocab_size=10, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32, padding_id=1)
+    classifier = TextClassifier(encoder=encoder, pool="mean")
+    ids = np.array([[4, 0, 7, 1, 1, 1], [5, 6, 1, 1, 1, 1]])  # 0 is a word here
+    callback = AttentionMapCallback(ids, output_dir=tmp_path, tokens=[f"w{i}" for i in range(10)], padding_id=1)
+    callback.set_model(classifier)
+    assert callback._text_words(6) == ["w4", "w0", "w7"]
+    callback.draw(1)
+    assert "epoch_001_tokens_1.png" in {os.path.basename(p) for p in callback.written}
+
+
 def test_text_and_seq2seq_pictures(tmp_path):
     classifier = TextClassifier(vocab_size=10, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32)
     callback = AttentionMapCallback(padded_ids([3, 6], 6, 10), output_dir=tmp_path / "text",
