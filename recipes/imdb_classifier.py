@@ -48,7 +48,7 @@ from contextlib import contextmanager
 from recipes import flags
 
 PRESETS = ("base", "small", "tiny")  # keras_tfm.models.TEXT_CLASSIFIER_PRESETS
-POOLS = ("cls", "mean")  # keras_tfm.models.text_classifier.POOLS
+POOLS = ("cls", "mean")  # keras_tfm.models.text_classifier.POOLS, less "pooler" (pretrained BERTs: --pretrained)
 
 
 def parse_args(argv):

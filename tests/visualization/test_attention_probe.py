@@ -66,7 +66,7 @@ def test_user_models_with_our_blocks(style):
 def test_probe_leaves_the_fused_path_for_training():
     model = TextClassifier(vocab_size=30, max_length=16, dim=16, depth=1, num_heads=2, mlp_dim=32)
     keras_tfm.attention_maps(model, padded_ids([3], 5, 30))
-    attention = model.get_layer("block_0").attention
+    attention = model.encoder.get_layer("block_0").attention
     assert attention.score_recorder is None
 
 
