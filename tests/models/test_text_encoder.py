@@ -107,6 +107,8 @@ def test_a_classifier_around_an_encoder_shares_it_and_round_trips(tmp_path):
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_mixed_precision_training_gives_finite_losses(policy):
+    if keras.backend.backend() == "jax" and policy == "mixed_float16":
+        pytest.skip("XLA:CPU has no float16 dot_general with float32 accumulation (JAX's fused attention)")
     keras.config.set_dtype_policy(policy)
     classifier = TextClassifier(encoder=TextEncoder(**BERT_LIKE), pool="pooler")
     assert keras.backend.standardize_dtype(classifier.encoder(padded_ids([3], 4))["sequence_output"].dtype) == (
