@@ -62,8 +62,8 @@ def main(argv=None):
     test_reviews, y_test = imdb.texts_and_labels(test_text.take(args.test_samples or -1))
     training, held_out = stratified_split(labels, args.validation_fraction, seed=args.seed)
     tokenizer = PretrainedTokenizer(args.pretrained, max_length=args.sequence_length, truncation=args.truncation)
-    x_all = tokenizer([t.replace("<br />", " ") for t in reviews])
-    x_test = tokenizer([t.replace("<br />", " ") for t in test_reviews])
+    x_all = tokenizer([imdb.without_line_breaks(t) for t in reviews])  # as the recipe gives them to the tokenizer
+    x_test = tokenizer([imdb.without_line_breaks(t) for t in test_reviews])
 
     def tensors(x, rows=None):
         rows = slice(None) if rows is None else rows

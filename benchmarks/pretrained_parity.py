@@ -40,7 +40,11 @@ def main(argv=None):
     texts = list(SENTENCES)
     if args.imdb_dir:
         paths = sorted(glob.glob(os.path.join(args.imdb_dir, "test", "*", "*.txt")))[:: 25000 // args.reviews]
-        texts += [open(path, encoding="utf-8").read().replace("<br />", " ") for path in paths[: args.reviews]]
+        from keras_tfm.data.imdb import without_line_breaks
+
+        for path in paths[: args.reviews]:
+            with open(path, encoding="utf-8") as file:
+                texts.append(without_line_breaks(file.read()))
     started = time.time()
     encoder = TextEncoder.from_pretrained(args.pretrained)
     load_seconds = time.time() - started

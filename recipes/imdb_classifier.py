@@ -260,7 +260,8 @@ def fine_tune_pretrained(args, extra_callbacks=()):
         test_reviews, y_test = imdb.texts_and_labels(test_text.take(args.test_samples or -1))
     training, held_out = stratified_split(labels, args.validation_fraction, seed=args.seed)
     output_dir = common.output_directory("imdb_classifier", args.output_dir, args.overwrite)
-    x_all, x_test = tokenizer([_plain(t) for t in reviews]), tokenizer([_plain(t) for t in test_reviews])
+    x_all = tokenizer([imdb.without_line_breaks(t) for t in reviews])
+    x_test = tokenizer([imdb.without_line_breaks(t) for t in test_reviews])
     x_train, x_val = _rows(x_all, training), _rows(x_all, held_out)
     y_train, y_val = labels[training], labels[held_out]
     cut = np.mean(x_all["padding_mask"][:, -1] == 1)
@@ -284,7 +285,7 @@ def fine_tune_pretrained(args, extra_callbacks=()):
 
     # Attention of a few short held-out reviews, drawn after every part: how the pretrained heads change.
     sample = _short_reviews(x_val["padding_mask"], y_val, per_class=2)
-    word_pieces = [tokenizer.tokenizer.id_to_token(i) or "" for i in range(tokenizer.vocab_size)]
+    word_pieces = tokenizer.token_labels(range(tokenizer.vocab_size))
     pictures = [AttentionMapCallback(x_val["token_ids"][sample], os.path.join(output_dir, "attention"), kind="text",
                                      tokens=word_pieces, class_names=SENTIMENTS, html=True,
                                      padding_id=tokenizer.padding_id)]
@@ -314,11 +315,6 @@ def fine_tune_pretrained(args, extra_callbacks=()):
     if args.attention_maps:
         print(f"attention explorer (open in a browser): {pictures[0].html_path}")
     return summary
-
-
-def _plain(review):
-    """A review as the tokenizer should see it: the archive's `<br />` line breaks become spaces."""
-    return review.replace("<br />", " ")
 
 
 def _rows(arrays, rows):

@@ -130,6 +130,12 @@ def load_imdb(imdb_dir=None, data_dir=None, seed=0):
     return load_tfds(data_dir)
 
 
+def without_line_breaks(review):
+    """A review as a pretrained tokenizer should see it: the archive's `<br />` line breaks become spaces (case and
+    punctuation are the tokenizer's business)."""
+    return review.replace("<br />", " ")
+
+
 @keras.saving.register_keras_serializable(package="keras_tfm")
 def standardize_review(text):
     """Lower-cases a batch of reviews and removes the `<br />` line breaks IMDB keeps as HTML, and punctuation.

@@ -24,10 +24,6 @@ from keras_tfm.models._base import PresetModel
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
 from keras_tfm.models.text_encoder import TextEncoder
 
-ENCODER_ARGUMENTS = ("vocab_size", "max_length", "dim", "depth", "num_heads", "mlp_dim", "position",
-                     "norm_first", "layer_norm_epsilon")  # what fixes the encoder's weights, shared with TextClassifier
-
-
 @keras.saving.register_keras_serializable(package="keras_tfm")
 class GatherPositions(keras.layers.Layer):
     """The states at some positions of each sequence: `[states (batch, length, dim), positions (batch, k) ints]`
@@ -143,8 +139,4 @@ class MaskedLanguageModel(PresetModel, keras.Model):
                      metrics=[MaskedAccuracy()], **kwargs)
 
     def no_weight_decay(self):
-        return super().no_weight_decay() + ["position_embeddings"]
-
-    def encoder_config(self):
-        """The arguments that fix the encoder's weights (what `TextClassifier.from_encoder` copies)."""
-        return {name: getattr(self, name) for name in ENCODER_ARGUMENTS}
+        return self.encoder.no_weight_decay()

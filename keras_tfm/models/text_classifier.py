@@ -18,7 +18,7 @@ from keras import ops
 from keras_tfm.layers import _checks
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
-from keras_tfm.models.text_encoder import TextEncoder
+from keras_tfm.models.text_encoder import TextEncoder, symbolic_inputs
 
 POOLS = ("cls", "mean", "pooler")
 # The constructor arguments that size an encoder built here; with `encoder=` they come from it instead.
@@ -114,10 +114,7 @@ class TextClassifier(PresetModel, keras.Model):
                                  '(pooler=False). Use pool="cls" or "mean".')
             encoder_given = True
 
-        inputs = {"token_ids": keras.Input((None,), dtype="int32", name="token_ids"),
-                  "padding_mask": keras.Input((None,), dtype="int32", name="padding_mask")}
-        if encoder.num_segments:
-            inputs["segment_ids"] = keras.Input((None,), dtype="int32", name="segment_ids")
+        inputs = symbolic_inputs(encoder.num_segments)
         outputs = encoder(inputs)
         states = outputs["sequence_output"] if encoder.pooler else outputs  # (batch, length, dim) + padding mask
         if pool == "pooler":

@@ -27,6 +27,13 @@ from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
 INPUT_NAMES = ("token_ids", "padding_mask", "segment_ids")
 
 
+def symbolic_inputs(num_segments):
+    """The `keras.Input`s of the encoder's graph (and of a head built on it): token ids, padding mask and, with a
+    segment table, segment ids; each `(batch, length)` int32."""
+    names = INPUT_NAMES if num_segments else INPUT_NAMES[:2]
+    return {name: keras.Input((None,), dtype="int32", name=name) for name in names}
+
+
 @keras.saving.register_keras_serializable(package="keras_tfm")
 class TextEncoder(PresetModel, keras.Model):
     """A stack of `EncoderBlock`s over token embeddings: the backbone of every keras_tfm text model.
@@ -117,12 +124,7 @@ class TextEncoder(PresetModel, keras.Model):
             raise TypeError(f"`final_norm` must be True, False or None (= norm_first). Received: final_norm={final_norm!r}")
         with_final_norm = norm_first if final_norm is None else final_norm
 
-        inputs = {
-            "token_ids": keras.Input((None,), dtype="int32", name="token_ids"),
-            "padding_mask": keras.Input((None,), dtype="int32", name="padding_mask"),
-        }
-        if num_segments:
-            inputs["segment_ids"] = keras.Input((None,), dtype="int32", name="segment_ids")
+        inputs = symbolic_inputs(num_segments)
         x = TokenEmbedding(
             vocab_size, dim, max_length=max_length, position=position, position_offset=position_offset,
             scale=scale_embeddings, mask_zero=False, padding_id=padding_id, name="token_embedding",

@@ -77,13 +77,15 @@ class PretrainedTokenizer:
                              f"added to each text. Received: {name}={value!r}")
 
     def _padding_id(self, folder):
-        padding = json.load(open(self.path)).get("padding") or {}
+        with open(self.path) as file:
+            padding = json.load(file).get("padding") or {}
         if "pad_id" in padding:
             return int(padding["pad_id"])
         for name in ("special_tokens_map.json", "tokenizer_config.json"):
             file = os.path.join(folder, name)
             if os.path.isfile(file):
-                token = json.load(open(file)).get("pad_token")
+                with open(file) as opened:
+                    token = json.load(opened).get("pad_token")
                 token = token.get("content") if isinstance(token, dict) else token
                 if token is not None and self.tokenizer.token_to_id(token) is not None:
                     return self.tokenizer.token_to_id(token)
