@@ -29,6 +29,16 @@ from keras_tfm.layers.masking import causal_mask, same_position
 _BLOCKED_LOGIT = -0.7 * 3.4028235e38
 
 
+def _fused_kernel_options(mask, key):
+    """Extra arguments of `ops.dot_product_attention`. On JAX a masked call whose key length is not a multiple of 8
+    (a [CLS] token added to 256 tokens: 257) stays off cuDNN's fused kernel, which can refuse such shapes when XLA
+    compiles the step, after Keras' own fallback had its chance; XLA's attention runs instead."""
+    length = _checks.static(key.shape[1])
+    if keras.backend.backend() == "jax" and mask is not None and (length is None or length % 8):
+        return {"flash_attention": False}
+    return {}
+
+
 @keras.saving.register_keras_serializable(package="keras_tfm")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head scaled dot-product attention with Keras masks and a key/value cache.
@@ -41,7 +51,9 @@ class MultiHeadAttention(keras.layers.Layer):
     Two code paths compute the same thing. When attention weights are not requested (and attention dropout
     is off, and the value heads are as wide as the key heads), the fused `keras.ops.dot_product_attention` runs (cuDNN/flash kernels where the backend has
     them). When `return_attention_scores=True` (or attention dropout is active in training), the explicit
-    path below computes `softmax(QKᵀ/√d_k)` itself and returns the weights.
+    path below computes `softmax(QKᵀ/√d_k)` itself and returns the weights. A causal mask with no other mask
+    reaches the fused kernel as `is_causal=True` (PyTorch's flash attention and JAX's cuDNN causal mode stay on),
+    not as a dense mask.
 
     Args:
         num_heads: number of attention heads `h`.
@@ -282,8 +294,18 @@ class MultiHeadAttention(keras.layers.Layer):
                 "`locality=True` blocks each token from attending to itself; with `use_causal_mask=True` the first "
                 f"token would have no key left. Use one of the two. Layer '{self.name}'."
             )
+        attention_dropout_active = bool(training) and self.dropout > 0
+        # The fused kernel wants one head size for queries, keys and values (JAX's rejects value_dim != key_dim).
+        fused = self.head_value_dim == self.head_key_dim and not (
+            return_attention_scores or attention_dropout_active or self.score_recorder is not None or self.locality
+        )
+        # A causal mask and nothing else: the backends' causal kernels (flash attention on PyTorch, cuDNN's causal
+        # mode on JAX) are told `is_causal=True` instead of getting a dense mask, which turns them off.
+        causal_kernel = (fused and use_causal_mask and cache is None and attention_mask is None
+                         and value_mask is None and key_mask is None)
         mask = self._attention_mask(
-            query_heads, key_heads, query_mask, value_mask, key_mask, attention_mask, use_causal_mask, causal_offset
+            query_heads, key_heads, query_mask, value_mask, key_mask, attention_mask,
+            use_causal_mask and not causal_kernel, causal_offset,
         )  # (batch, query_len, key_len) or None
         if self.locality:
             # Diagonal masking: query i does not see key i (the key at its own position).
@@ -291,12 +313,7 @@ class MultiHeadAttention(keras.layers.Layer):
             off_diagonal = ops.logical_not(same_position(*lengths, causal_offset))[None]  # (1, query_len, key_len)
             full = (ops.shape(query_heads)[0],) + lengths
             mask = ops.broadcast_to(off_diagonal, full) if mask is None else ops.logical_and(mask, off_diagonal)
-        attention_dropout_active = bool(training) and self.dropout > 0
-        # The fused kernel wants one head size for queries, keys and values (JAX's rejects value_dim != key_dim).
-        fused_fits = self.head_value_dim == self.head_key_dim
-        explicit = (return_attention_scores or attention_dropout_active or self.score_recorder is not None
-                    or self.locality)
-        if explicit or not fused_fits:
+        if not fused:
             attended, scores = self.compute_attention(query_heads, key_heads, value_heads, mask, training)
             if self.score_recorder is not None:
                 self.score_recorder(self, scores)
@@ -317,6 +334,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 value_heads,
                 mask=None if mask is None else mask[:, None, :, :],  # (batch, 1, query_len, key_len)
                 scale=1.0,
+                is_causal=causal_kernel,
+                **_fused_kernel_options(mask, key_heads),
             )  # (batch, query_len, heads, value_dim)
             scores = None
         output = self.output_dense(attended)  # (batch, query_len, output_dim)

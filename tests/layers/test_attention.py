@@ -236,3 +236,53 @@ def test_locality_with_a_padding_mask_and_not_with_a_causal_mask():
     np.testing.assert_allclose(weights[1, :, 0, 1], 1.0, atol=1e-6)  # token 0's only other real token
     with pytest.raises(ValueError, match=r"`locality=True`.*`use_causal_mask=True`.*no key left"):
         layer(x, use_causal_mask=True)
+
+
+class _KernelSpy:
+    """Records the keyword arguments of every fused `dot_product_attention` call the layer makes."""
+
+    def __init__(self, monkeypatch):
+        from keras_tfm.layers import attention
+
+        self.calls, real = [], attention.ops.dot_product_attention
+
+        def spy(*args, **kwargs):
+            self.calls.append(kwargs)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(attention.ops, "dot_product_attention", spy)
+
+
+def test_a_causal_mask_alone_reaches_the_causal_kernel_and_equals_the_explicit_path(monkeypatch):
+    spy = _KernelSpy(monkeypatch)
+    layer = MultiHeadAttention(HEADS)
+    x = random_floats(BATCH, 6, DIM)
+    fused = layer(x, use_causal_mask=True)
+    assert spy.calls[-1]["is_causal"] is True and spy.calls[-1]["mask"] is None  # no dense mask
+    explicit, scores = layer(x, use_causal_mask=True, return_attention_scores=True)
+    assert_close(fused, explicit, atol=1e-5)
+    assert np.allclose(np.triu(to_numpy(scores), k=1), 0.0)  # the explicit path is causal itself
+
+
+def test_a_causal_mask_with_padding_or_a_cache_gets_the_dense_mask(monkeypatch):
+    spy = _KernelSpy(monkeypatch)
+    layer = MultiHeadAttention(HEADS)
+    x = random_floats(BATCH, 6, DIM)
+    keys = padding([6, 4], 6)
+    fused = layer(x, value_mask=keys, use_causal_mask=True)
+    assert spy.calls[-1]["is_causal"] is False and spy.calls[-1]["mask"] is not None
+    explicit, _ = layer(x, value_mask=keys, use_causal_mask=True, return_attention_scores=True)
+    assert_close(fused, explicit, atol=1e-5)
+    cache = layer.empty_cache(BATCH, 6)
+    layer(x[:, :1], use_causal_mask=True, cache=cache, cache_index=0)
+    assert spy.calls[-1]["is_causal"] is False  # query 0 of a cache of 6: the offset needs the mask
+
+
+def test_masked_lengths_cudnn_may_refuse_stay_off_the_fused_kernel_on_jax(monkeypatch):
+    spy = _KernelSpy(monkeypatch)
+    layer = MultiHeadAttention(HEADS)
+    for length in (9, 8):  # 257 = 256 tokens + [CLS] is the case met in TextClassifier
+        layer(random_floats(1, length, DIM), value_mask=padding([length - 1], length))
+    odd, even = spy.calls[-2:]
+    assert odd.get("flash_attention") is (False if keras.backend.backend() == "jax" else None)
+    assert "flash_attention" not in even
