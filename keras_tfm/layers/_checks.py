@@ -1,9 +1,11 @@
 """Argument checks shared by the layers: each raises a ValueError naming the argument, the value and what
 was expected, before TensorFlow/JAX would fail deep inside with a shape error."""
 
+import contextlib
 import difflib
 import inspect
 import numbers
+import threading
 import warnings
 
 import keras
@@ -62,12 +64,32 @@ def mask_shape(name, mask, expected, layout):
         )
 
 
+_checked_upstream = threading.local()
+
+
+@contextlib.contextmanager
+def values_checked_upstream():
+    """Within this block `concrete_value` returns None: value checks are skipped because the caller has checked
+    the data already, on the host. The ready models' `fit`, `evaluate` and `predict` use it: inside a training
+    step reading a tensor's values is a device-to-host copy, which waits for the device (a sync on a GPU; on
+    PyTorch and JAX without jit it would happen at every step)."""
+    depth = getattr(_checked_upstream, "depth", 0)
+    _checked_upstream.depth = depth + 1
+    try:
+        yield
+    finally:
+        _checked_upstream.depth = depth
+
+
 def concrete_value(x):
     """`x` as a NumPy array when its values are known to Python (eager execution), else None.
 
     Inside `tf.function`, `jax.jit` or a symbolic functional-model trace the values only exist at run time;
-    converting them raises, and we report "unknown" so value checks are skipped there.
+    converting them raises, and we report "unknown" so value checks are skipped there. Inside
+    `values_checked_upstream()` it is None without looking.
     """
+    if getattr(_checked_upstream, "depth", 0):
+        return None
     try:
         return keras.ops.convert_to_numpy(x)
     except Exception:  # symbolic tensors and tracers of every backend raise their own error types

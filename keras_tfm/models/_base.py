@@ -33,7 +33,8 @@ class PresetModel:
 
     # ------------------------------------------------------------------------------------------------------
     # Token ids are checked before Keras traces the step: inside the compiled graph an id >= vocab_size would
-    # surface as a backend gather error ("indices[1,2] = 10 is not in [0, 10)").
+    # surface as a backend gather error ("indices[1,2] = 10 is not in [0, 10)"). In the steps themselves the
+    # layers do not look at values (a device-to-host copy per step): `_checks.values_checked_upstream`.
 
     def token_inputs(self, x):
         """`[(name, array, vocab_size)]` for the token-id arrays in the model input `x` (none for images)."""
@@ -61,7 +62,8 @@ class PresetModel:
         if isinstance(validation_data, (tuple, list)) and validation_data:
             self._check_token_inputs(validation_data[0])
         self._build_optimizer_before_tracing()
-        return super().fit(x, y, *args, validation_data=validation_data, **kwargs)
+        with _checks.values_checked_upstream():  # checked above: no per-step host copies in the layers
+            return super().fit(x, y, *args, validation_data=validation_data, **kwargs)
 
     def _build_optimizer_before_tracing(self):
         """Creates the optimizer's slots (Adam's moments...) now, eagerly. On TensorFlow without a distribution
@@ -78,11 +80,13 @@ class PresetModel:
 
     def evaluate(self, x=None, *args, **kwargs):
         self._check_token_inputs(x)
-        return super().evaluate(x, *args, **kwargs)
+        with _checks.values_checked_upstream():
+            return super().evaluate(x, *args, **kwargs)
 
     def predict(self, x, *args, **kwargs):
         self._check_token_inputs(x)
-        return super().predict(x, *args, **kwargs)
+        with _checks.values_checked_upstream():
+            return super().predict(x, *args, **kwargs)
 
     def no_weight_decay(self):
         """Names of the variables weight decay should skip (as timm's `no_weight_decay`): biases and the layer

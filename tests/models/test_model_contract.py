@@ -55,6 +55,34 @@ def test_mixed_precision_gives_finite_float32_outputs(name, policy):
         assert model.generate(x[0], max_length=5).shape == (4, 5)
 
 
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("name", ["ViT", "TextClassifier", "Seq2SeqTransformer"])
+def test_training_under_mixed_precision_lowers_the_loss(name, policy):
+    """`fit` itself, not only a forward pass: float32 weights, half-precision compute, falling finite loss; under
+    float16 the optimizer scales the loss (and the scale stays finite)."""
+    if keras.backend.backend() == "jax" and policy == "mixed_float16":
+        pytest.skip("XLA:CPU has no float16 dot_general with float32 accumulation ('F16_F16_F32'); on a GPU it has")
+    keras.config.set_dtype_policy(policy)
+    model, x, y = MODELS[name]()
+    optimizer = keras.optimizers.Adam(1e-2)
+    if isinstance(model, Seq2SeqTransformer):
+        model.compile_for_training(optimizer=optimizer)
+    else:
+        model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    before = model.evaluate(x, y, verbose=0, return_dict=True)["loss"]
+    losses = model.fit(x, y, epochs=20, batch_size=4, verbose=0).history["loss"]
+    after = model.evaluate(x, y, verbose=0, return_dict=True)["loss"]
+    assert np.all(np.isfinite(losses)) and after < 0.5 * before
+    assert {keras.backend.standardize_dtype(w.dtype) for w in model.trainable_weights} == {"float32"}
+    if policy == "mixed_float16":
+        assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+        # Dynamic loss scaling at work: it starts at 2^15 and halves (skipping the step) on every overflow.
+        scale = float(to_numpy(model.optimizer.dynamic_scale))
+        assert np.isfinite(scale) and 1.0 <= scale <= 2.0 ** 15
+    else:
+        assert not isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+
+
 @pytest.mark.jit
 @pytest.mark.parametrize("name", list(MODELS))
 def test_jit_compiled_training_step(name):
