@@ -391,3 +391,60 @@ class GradientNormCallback(keras.callbacks.Callback):
         variables = self._optimizer._variables  # in place: the optimizer's variable tracker holds this very list
         for index in reversed([i for i, v in enumerate(variables) if id(v) in added]):
             del variables[index]  # by position: `==` on variables compares values
+
+
+class TerminateOnNaN(keras.callbacks.Callback):
+    """Stops training when the loss turns NaN or infinite, without waiting for every step to finish.
+
+    `keras.callbacks.TerminateOnNaN` reads the loss after every batch. Reading a value means waiting for the step
+    that computes it (on a GPU a device-to-host copy and a sync), and because that callback overrides
+    `on_train_batch_end`, Keras also turns off its asynchronous dispatch of callbacks (JAX, PyTorch), so the
+    host can no longer prepare batch `n + 1` while the device computes batch `n`. This one reads the loss every
+    `every` batches and at the end of every epoch, and declares itself `async_safe`: where the backend allows it,
+    Keras runs it on a helper thread and the training loop never waits for it. At most `every` steps are wasted
+    after a NaN (a NaN loss stays NaN: the weights are already lost by then).
+
+    Args:
+        every: check the batch logs every this many steps (1 = every step, as Keras' own).
+
+    Example:
+
+    >>> stop = TerminateOnNaN(every=50)
+    >>> stop.every
+    50
+    """
+
+    async_safe = True
+
+    def __init__(self, every=100):
+        super().__init__()
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"`every` must be a positive integer (steps). Received: every={every!r}")
+        self.every = every
+        self.stopped_at = None  # (epoch, step) where a NaN was seen, or None
+
+    def on_train_begin(self, logs=None):
+        self.stopped_at = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        # With steps_per_execution = k, Keras calls this every k steps with the last step's index.
+        previous = getattr(self, "_last_batch", -1)
+        self._last_batch = batch
+        if batch // self.every != previous // self.every or previous > batch:
+            self._check(logs, step=batch)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._last_batch = -1
+        self._check(logs, step=None)
+
+    def _check(self, logs, step):
+        loss = (logs or {}).get("loss")
+        if self.stopped_at is not None or loss is None or np.isfinite(float(loss)):
+            return
+        where = f"epoch {getattr(self, '_epoch', 0) + 1}" + ("" if step is None else f", step {step + 1}")
+        print(f"TerminateOnNaN: the loss is {float(loss)} at {where}; training stopped.")
+        self.stopped_at = (getattr(self, "_epoch", 0), step)
+        self.model.stop_training = True
