@@ -179,7 +179,7 @@ def main(argv=None, extra_callbacks=()):
             optimizer=optimizer,
             loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=args.label_smoothing),
             metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
-            jit_compile=args.jit,
+            **common.compile_options(args),
         )
 
     # Train, drawing the attention rollout of four fixed held-out images ten times over the run.

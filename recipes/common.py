@@ -56,9 +56,28 @@ import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from keras_tfm.callbacks import TerminateOnNaN  # noqa: E402
 from keras_tfm.data import DataUnavailable  # noqa: E402
 from recipes.flags import DISTRIBUTE  # noqa: E402
 
+
+def _hide_gpus_from_tensorflow():
+    """On JAX and PyTorch, TensorFlow only runs the `tf.data` input pipelines, on the CPU. A TensorFlow that sees
+    a GPU reserves most of its memory at its first operation, taking it from the backend that trains."""
+    if keras.backend.backend() == "tensorflow" or "tensorflow" not in sys.modules:
+        return
+    import tensorflow as tf
+
+    try:
+        tf.config.set_visible_devices([], "GPU")
+    except RuntimeError:  # TensorFlow already started its devices (it was used before this import)
+        print("warning: TensorFlow already holds the GPUs; import recipes.common before using tf.data",
+              file=sys.stderr)
+
+
+_hide_gpus_from_tensorflow()
+
+STEPS_PER_EXECUTION = 8  # see default_steps_per_execution
 FINISHED = "summary.json"  # written last by `finish`: its presence means the run is complete
 
 # Set by `distribution_strategy`: this process's (task type, index) when it is a worker of a multi-worker
@@ -224,12 +243,34 @@ def setup(args):
     """Applies the shared flags: seed and dtype policy. Returns the distribution strategy (or None)."""
     keras.utils.set_random_seed(args.seed)
     keras.config.set_dtype_policy(f"mixed_{args.mixed_precision}" if args.mixed_precision else "float32")
-    strategy = distribution_strategy(args.distribute)
+    strategy = distribution_strategy(args.distribute)  # first: a multi-worker strategy must start TensorFlow
+    print(f"{keras.backend.backend()} backend, training on {', '.join(training_devices())}")
     if is_tf_distribute(strategy):
         print(f"training on {strategy.num_replicas_in_sync} replicas ({args.distribute})")
     elif strategy is not None:
         print(f"training on {len(strategy.device_mesh.devices.flatten())} devices ({args.distribute})")
     return strategy
+
+
+def training_devices():
+    """The devices the backend computes on, as names (`["cpu:0"]`, `["cuda:0", "cuda:1"]`): a missing CUDA then
+    shows at the start of a run instead of as a slow run."""
+    backend = keras.backend.backend()
+    if backend == "torch":
+        import torch
+
+        gpus = [f"cuda:{i} ({torch.cuda.get_device_name(i)})" for i in range(torch.cuda.device_count())]
+        return gpus or [f"cpu ({torch.get_num_threads()} threads)"]
+    if backend == "jax":
+        import jax
+
+        return [f"{d.platform}:{d.id}" + (f" ({d.device_kind})" if d.platform != "cpu" else "") for d in jax.devices()]
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        gpus = tf.config.list_logical_devices("GPU")
+        return [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
+    return [backend]
 
 
 def matmul_speed(dtype, size=512, repeats=2):
@@ -253,7 +294,27 @@ def choose_precision(args):
     if bfloat16 >= 2 * float32:
         args.mixed_precision = "bfloat16"
     chosen = "mixed_bfloat16" if args.mixed_precision else "float32"
-    return f"{keras.backend.backend()} backend, {chosen} (measured: {measured}){', XLA' if args.jit else ''}"
+    return f"{keras.backend.backend()} backend, {chosen} (measured: {measured}), jit_compile={args.jit!r}"
+
+
+def default_steps_per_execution(distribute="none"):
+    """Training steps per call into the compiled step function when `--steps-per-execution` is not given:
+    STEPS_PER_EXECUTION (measured: benchmarks/step_overhead.py), or 1 on PyTorch (all Keras supports there) and
+    under a `tf.distribute` strategy (Keras 3.15's multi-step loop fails there: "You must feed a value for
+    placeholder tensor")."""
+    if keras.backend.backend() == "torch" or distribute in ("mirrored", "multiworker"):
+        return 1
+    return STEPS_PER_EXECUTION
+
+
+def compile_options(args):
+    """The keyword arguments of `compile` that the shared flags set: `jit_compile` (`--jit`/`--no-jit`, else
+    Keras' "auto") and `steps_per_execution`."""
+    steps = args.steps_per_execution or default_steps_per_execution(args.distribute)
+    if steps > 1 and keras.backend.backend() == "torch":
+        raise ValueError(f"`--steps-per-execution {steps}`: Keras' PyTorch trainer runs one step per call; use 1 "
+                         "(the default there) or another backend.")
+    return {"jit_compile": args.jit, "steps_per_execution": steps}
 
 
 def warmup_cosine(peak, total_steps, warmup_fraction=0.1):
@@ -287,14 +348,27 @@ def adamw(args, total_steps, model=None, schedule=None, **kwargs):
     return optimizer
 
 
+class _EpochBackupAndRestore(keras.callbacks.BackupAndRestore):
+    async_safe = True  # saves at epoch ends (save_freq="epoch"): its batch hook only returns
+
+
+class _EpochModelCheckpoint(keras.callbacks.ModelCheckpoint):
+    async_safe = True  # the same: nothing happens at a batch's end
+
+
 def standard_callbacks(output_dir, extra=()):
     """Resume, checkpoint, log and stop-on-NaN callbacks, in the order that keeps `history.csv` free of
-    repeated epochs: the backup is written before the epoch's CSV row."""
+    repeated epochs: the backup is written before the epoch's CSV row.
+
+    None of them looks at a batch: the training loop never waits for a step to finish, and on JAX and PyTorch
+    Keras keeps its asynchronous callback dispatch on (Keras' BackupAndRestore and ModelCheckpoint turn it off
+    by having a batch hook at all, even one that does nothing at save_freq="epoch"; TerminateOnNaN by reading the
+    loss after every step)."""
     return [
-        keras.callbacks.BackupAndRestore(os.path.join(output_dir, "backup")),
-        keras.callbacks.ModelCheckpoint(os.path.join(output_dir, "checkpoint.keras")),
+        _EpochBackupAndRestore(os.path.join(output_dir, "backup")),
+        _EpochModelCheckpoint(os.path.join(output_dir, "checkpoint.keras")),
         keras.callbacks.CSVLogger(os.path.join(output_dir, "history.csv"), append=True),
-        keras.callbacks.TerminateOnNaN(),
+        TerminateOnNaN(every=100),  # not Keras' own, which waits for every step to finish
         *extra,
     ]
 
@@ -375,9 +449,9 @@ class PlannedWarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
     """`warmup_cosine` whose length can be changed during training: `plan(total_steps)`.
 
     The number of steps is a Keras variable that the schedule reads at every step, so a new plan reaches the
-    compiled training step (a Python number would be frozen into it when it is traced): on TensorFlow, with or
-    without XLA, and on JAX without `jit_compile` (a jitted JAX step sees only model and optimizer variables,
-    so `TimeBudget` refuses that combination). Warm-up is
+    compiled training step (a Python number would be frozen into it when it is traced) on TensorFlow, with or
+    without XLA, on PyTorch, and on JAX without `jit_compile`. A jitted JAX step sees only the model's and the
+    optimizer's variables, so there `TimeBudget` traces the step again after a new plan. Warm-up is
     `warmup_fraction` of the planned steps, then cosine decay to 0 at the last planned step; past it, 0.
 
     A `.keras` file saved with this schedule loads where `recipes.common` is imported (or with `compile=False`).
@@ -437,43 +511,47 @@ class TimeBudget(keras.callbacks.Callback):
         self.verbose = verbose
         self.planned_epochs = None
 
+    async_safe = True  # it reads the clock only: Keras may run it on a helper thread, the step never waits
+
     def on_train_begin(self, logs=None):
-        if self.schedule is not None and keras.backend.backend() == "jax" and getattr(self.model, "jit_compile", False):
-            # JAX passes only the model's and optimizer's variables into a jitted step; the schedule's own
-            # variable would be frozen at its first value there.
-            raise ValueError("TimeBudget cannot re-plan the learning rate inside a jit-compiled JAX training step. "
-                             "Compile with jit_compile=False (no --jit) or use the TensorFlow backend.")
         self.started = self.clock()
         self.planned_epochs = None
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch_started = self.clock()
-        self.steps = 0
+        self.first = self.last = None  # (step index, time) of the first and the last finished step seen
 
     def on_train_batch_end(self, batch, logs=None):
-        self.steps += 1
+        # With steps_per_execution = k this comes every k steps, with the last step's index; on a helper thread
+        # the calls may arrive out of order, hence min and max.
         if self.planned_epochs is None:
-            self.last_step_ended = self.clock()
-            if self.steps == 1:
-                self.first_step_ended = self.last_step_ended
+            seen = (batch, self.clock())
+            self.first = seen if self.first is None or batch < self.first[0] else self.first
+            self.last = seen if self.last is None or batch > self.last[0] else self.last
 
     def on_epoch_end(self, epoch, logs=None):
         now = self.clock()
         elapsed, budget = now - self.started, 60.0 * self.minutes
         if self.planned_epochs is None:
             seconds = now - self.epoch_started
-            if self.steps > 1:  # the first step, with tracing and compilation, counted as an average one
-                average_step = (self.last_step_ended - self.first_step_ended) / (self.steps - 1)
-                seconds -= (self.first_step_ended - self.epoch_started) - average_step
+            steps = self.last[0] + 1 if self.last else 1
+            if self.last and self.last[0] > self.first[0]:
+                # The first execution, with tracing and compilation, counted as an average one.
+                average_step = (self.last[1] - self.first[1]) / (self.last[0] - self.first[0])
+                seconds -= (self.first[1] - self.epoch_started) - average_step * (self.first[0] + 1)
             seconds = max(seconds, 1e-9)
             more = max(int((budget - elapsed) // seconds), 0)  # whole epochs of this length still fitting
             most = self.params.get("epochs") if self.params else None
             self.planned_epochs = min(epoch + 1 + more, most) if most else epoch + 1 + more
             if self.schedule is not None:
-                self.schedule.plan(self.planned_epochs * self.steps)
+                self.schedule.plan(self.planned_epochs * steps)
+                if keras.backend.backend() == "jax" and getattr(self.model, "jit_compile", False):
+                    # A jitted JAX step receives only the model's, optimizer's and metrics' variables; it read
+                    # the schedule's planned length as a constant when it was traced. Trace it again (once).
+                    self.model.make_train_function(force=True)
             if self.verbose:
                 print(f"time budget {self.minutes:g} min: {elapsed:.0f} s used by the first epoch, about "
                       f"{seconds:.0f} s per epoch from now on, so training is planned for {self.planned_epochs} "
-                      f"epochs of {self.steps} steps")
+                      f"epochs of {steps} steps")
         if elapsed >= budget or epoch + 1 >= self.planned_epochs:
             self.model.stop_training = True

@@ -30,7 +30,6 @@ positive_float = _argument_type("positive_float", float, lambda v: v > 0, "a pos
 non_negative_float = _argument_type("non_negative_float", float, lambda v: not v < 0, ">= 0")
 fraction = _argument_type("fraction", float, lambda v: 0.0 <= v < 1.0, "in [0, 1)")
 share = _argument_type("share", float, lambda v: 0.0 < v < 1.0, "in (0, 1)")
-non_negative_int = _argument_type("non_negative_int", int, lambda v: v >= 0, "an integer >= 0")
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -68,7 +67,15 @@ def recipe_parser(description, epochs, batch_size, learning_rate):
     parser.add_argument("--mixed-precision", nargs="?", const="float16", choices=("float16", "bfloat16"), default=None,
                         help="compute in float16 (GPU; the flag alone) or bfloat16 (recent GPUs, TPUs, CPUs with "
                              "AVX512-BF16), keeping float32 weights")
-    parser.add_argument("--jit", action="store_true", help="compile training steps with XLA (jit_compile=True)")
+    parser.add_argument("--jit", action=argparse.BooleanOptionalAction, default="auto",
+                        help="--jit compiles the training step with XLA (TensorFlow), jax.jit (JAX) or "
+                             "torch.compile (PyTorch); --no-jit runs it without a compiler (TensorFlow: a graph, "
+                             "JAX: op by op). The default is Keras' jit_compile='auto': jax.jit on JAX, XLA on "
+                             "TensorFlow with a GPU (a graph on a CPU), eager on PyTorch")
+    parser.add_argument("--steps-per-execution", type=positive_int, default=None, metavar="N",
+                        help="training steps per call into the compiled step (Keras' steps_per_execution): "
+                             "callbacks and logs see every Nth step. Default: 8 on TensorFlow and JAX, 1 on "
+                             "PyTorch (the only value it supports)")
     parser.add_argument("--distribute", choices=DISTRIBUTE, default="none",
                         help="data-parallel training. TensorFlow: mirrored = every local GPU (or CPU device), "
                              "multiworker = one process per machine, the cluster read from TF_CONFIG (the chief "

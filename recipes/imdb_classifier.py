@@ -193,7 +193,7 @@ def main(argv=None, extra_callbacks=()):
             optimizer=optimizer,
             loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=args.label_smoothing),
             metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
-            jit_compile=args.jit,
+            **common.compile_options(args),
         )
     y_train_onehot, y_val_onehot = keras.utils.to_categorical(y_train, 2), keras.utils.to_categorical(y_val, 2)
 
@@ -280,7 +280,7 @@ def fine_tune_pretrained(args, extra_callbacks=()):
         optimizer=common.adamw(args, 0, model=model, schedule=schedule),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-        jit_compile=args.jit,
+        **common.compile_options(args),
     )
 
     # Attention of a few short held-out reviews, drawn after every part: how the pretrained heads change.

@@ -158,7 +158,7 @@ def main(argv=None, extra_callbacks=()):
         overrides = {} if args.dropout is None else {"dropout": args.dropout}
         model = TransformerLM.from_preset(args.preset, vocab_size=tokenizer.vocab_size, **overrides)
         optimizer = common.adamw(args, steps, model=model, beta_2=0.99)
-        model.compile_for_training(optimizer=optimizer, jit_compile=args.jit)
+        model.compile_for_training(optimizer=optimizer, **common.compile_options(args))
     print(f"TransformerLM '{args.preset}': {model.count_params():,} parameters; "
           f"{steps} steps of {args.batch_size} x {context} tokens")
 

@@ -155,7 +155,7 @@ def pretrain(train_texts, validation_texts, args, output_dir, strategy=None, sta
                                                 max_length=args.sequence_length, dropout=dropout)
         optimizer = common.adamw(argparse.Namespace(**{**vars(args), "learning_rate": learning_rate}),
                                  epochs * steps, model=model)
-        model.compile_for_training(optimizer=optimizer, jit_compile=args.jit)
+        model.compile_for_training(optimizer=optimizer, **common.compile_options(args))
     model.fit(**common.fit_data(strategy, train, validation_data=validation), epochs=epochs, steps_per_epoch=steps,
               callbacks=common.standard_callbacks(output_dir, list(extra_callbacks)), verbose=common.fit_verbosity())
     metrics = dict(zip(["validation_loss", "validation_accuracy"],

@@ -75,7 +75,7 @@ def main(argv=None, extra_callbacks=()):
         optimizer = keras.optimizers.Adam(
             common.warmup_cosine(args.learning_rate, steps, args.warmup_fraction), **common.optimizer_options(args)
         )
-        model.compile_for_training(optimizer=optimizer, jit_compile=args.jit)
+        model.compile_for_training(optimizer=optimizer, **common.compile_options(args))
 
     # Train, drawing the cross-attention of a few held-out strings at every epoch.
     sample = (x_valid[:1], y_valid[:1, :-1])  # one validation string, drawn at every epoch

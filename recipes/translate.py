@@ -157,7 +157,7 @@ def main(argv=None, extra_callbacks=()):
             max_length=args.max_length, dropout=args.dropout, tie_embeddings=True,
         )
         optimizer = common.adamw(args, steps, model=model, beta_2=0.98)
-        model.compile_for_training(optimizer=optimizer, label_smoothing=args.label_smoothing, jit_compile=args.jit)
+        model.compile_for_training(optimizer=optimizer, label_smoothing=args.label_smoothing, **common.compile_options(args))
 
     pieces = [target_tokenizer.id_to_piece(i) for i in range(target_tokenizer.vocab_size)]
     source_pieces = [source_tokenizer.id_to_piece(i) for i in range(source_tokenizer.vocab_size)]

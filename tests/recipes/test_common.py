@@ -242,18 +242,22 @@ def test_time_budget_never_plans_more_than_the_fit_epochs_nor_less_than_one():
 
 @pytest.mark.parametrize("jit", [False, True])
 def test_a_new_plan_reaches_the_compiled_training_step(jit):
-    if jit and keras.backend.backend() == "jax":
-        pytest.skip("a jitted JAX step sees only model and optimizer variables; TimeBudget refuses it")
-    schedule = common.PlannedWarmupCosine(0.1, total_steps=1000, warmup_fraction=0.0)
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-    model.compile(optimizer=keras.optimizers.SGD(schedule), loss="mse", jit_compile=jit)
-    x = np.ones((8, 3), "float32")
-    model.fit(x, np.zeros((8, 1)), epochs=1, verbose=0)  # traced with 1000 planned steps
-    schedule.plan(1)  # from now on past the end: learning rate 0
-    before = [keras.ops.convert_to_numpy(w) for w in model.weights]
-    model.fit(x, np.zeros((8, 1)), epochs=1, verbose=0)
-    for old, new in zip(before, model.weights):
-        np.testing.assert_array_equal(old, keras.ops.convert_to_numpy(new))
+    """TimeBudget's plan is what the compiled step uses, also in a jitted JAX step (which reads the schedule's
+    length as a constant, so TimeBudget traces it again). Every step's gradient is 1, so SGD moves the weight by
+    exactly the sum of the learning rates the steps used."""
+    schedule = common.PlannedWarmupCosine(0.1, total_steps=200, warmup_fraction=0.25)  # 50 warm-up steps
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="zeros")])
+    model.compile(optimizer=keras.optimizers.SGD(schedule), loss=lambda y, p: keras.ops.mean(p), jit_compile=jit)
+    clock = FakeClock([10.0])  # 4 steps of 10 s per epoch: 4 epochs fit in the budget, 16 steps
+    budget = common.TimeBudget(160 / 60, schedule, clock=clock, verbose=False)
+    x = np.ones((32, 1), "float32")
+    model.fit(x, x, batch_size=8, epochs=50, shuffle=False, callbacks=[clock.callback(), budget], verbose=0)
+    assert budget.planned_epochs == 4
+    used = [0.1 * step / 50 for step in range(4)]  # epoch 1 on the first plan: warming up over 50 steps
+    used += [float(keras.ops.convert_to_numpy(schedule(step))) for step in range(4, 16)]  # the 16-step plan
+    assert used[5] > 0.09  # warm-up over (4 steps): the new plan's learning rates are far from the old one's
+    weight = float(keras.ops.convert_to_numpy(model.weights[0])[0, 0])
+    assert weight == pytest.approx(-sum(used), rel=1e-5)
 
 
 @pytest.mark.parametrize("decay_all", [False, True])
@@ -270,3 +274,47 @@ def test_adamw_exempts_what_the_model_names_unless_told_to_decay_everything(deca
     optimizer.apply_gradients([(keras.ops.zeros_like(v), v) for v in model.trainable_variables])
     assert np.allclose(keras.ops.convert_to_numpy(kernel), 0.5 * before[1])  # matrices always decay
     np.testing.assert_allclose(keras.ops.convert_to_numpy(gamma), 0.5 * before[0] if decay_all else before[0])
+
+
+def test_recipes_compile_by_default_and_run_several_steps_per_execution():
+    from recipes import reverse_digits
+
+    args = reverse_digits.parse_args([])
+    options = common.compile_options(args)
+    backend = keras.backend.backend()
+    assert options == {"jit_compile": "auto", "steps_per_execution": 1 if backend == "torch" else 8}
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse", **options)
+    assert model.jit_compile == (backend == "jax")  # Keras' "auto": jax.jit on JAX, no XLA on a CPU-only TF
+    assert common.compile_options(reverse_digits.parse_args(["--no-jit"]))["jit_compile"] is False
+    assert common.compile_options(reverse_digits.parse_args(["--jit"]))["jit_compile"] is True
+    assert common.compile_options(reverse_digits.parse_args(["--distribute", "mirrored"]))["steps_per_execution"] == 1
+    if backend == "torch":
+        with pytest.raises(ValueError, match="--steps-per-execution 4.*one step per call"):
+            common.compile_options(reverse_digits.parse_args(["--steps-per-execution", "4"]))
+
+
+def test_standard_callbacks_never_wait_for_every_step():
+    callbacks = common.standard_callbacks("unused")
+    assert not any(type(c) is keras.callbacks.TerminateOnNaN for c in callbacks)
+    assert keras.callbacks.CallbackList(callbacks)._async_train == keras.src.backend.IS_THREAD_SAFE
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch", "tensorflow"])
+def test_tensorflow_is_kept_off_the_gpus_unless_it_trains(backend, monkeypatch):
+    import tensorflow as tf
+
+    hidden = []
+    monkeypatch.setattr(keras.backend, "backend", lambda: backend)
+    monkeypatch.setattr(tf.config, "set_visible_devices", lambda devices, kind: hidden.append((devices, kind)))
+    common._hide_gpus_from_tensorflow()
+    assert hidden == ([] if backend == "tensorflow" else [([], "GPU")])
+
+
+def test_setup_prints_the_devices_it_trains_on(capsys):
+    from recipes import reverse_digits
+
+    common.setup(reverse_digits.parse_args([]))
+    out = capsys.readouterr().out
+    assert f"{keras.backend.backend()} backend, training on " in out
+    assert any(device.split(" ")[0] in out for device in common.training_devices())
