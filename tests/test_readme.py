@@ -5,6 +5,7 @@ matched by a line of the block) and may shrink sizes for speed (SHRINK). A new b
 fails here until it is runnable or gets a SETUP entry.
 """
 
+import json
 import os
 import pathlib
 import re
@@ -113,12 +114,15 @@ def _recipe_commands():
 def test_every_shell_command_is_run_somewhere():
     """Each README shell command is one of: the test command (CI runs it exactly), a recipe command (its flags
     are parsed below, and each recipe's `--quick` run is tested in tests/recipes; full runs take minutes to
-    hours), or a benchmark (run with --help below: they need minutes and optional packages)."""
+    hours), a benchmark (run with --help below: they need minutes and optional packages), or the GPU check's dry
+    run (tests/benchmarks/test_gpu_check.py runs it)."""
     ci = (ROOT / ".ci" / "run").read_text()
     for line in SHELL_LINES:
         command = " ".join(_without_environment(shlex.split(line.split("  #")[0])))
         if command.startswith("python3 -m venv"):
             assert command in ci or "python -m recipes.reverse_digits" in command, command
+        elif command.startswith("bash "):
+            assert command == "bash benchmarks/gpu_check.sh --dry-run", f"unchecked command: {command}"
         else:
             assert command.startswith(("python -m recipes.", "python benchmarks/")), f"unchecked command: {command}"
 
@@ -134,9 +138,30 @@ def test_recipe_commands_parse(recipe, arguments):
 BENCHMARKS = sorted({line.split()[1] for line in SHELL_LINES if line.startswith("python benchmarks/")})
 
 
-@pytest.mark.parametrize("script", BENCHMARKS)
-def test_benchmark_commands_exist_and_parse(script):
-    result = subprocess.run([sys.executable, script, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+_HELP_OF_EACH = """
+import contextlib, io, json, runpy, sys
+answers = {}
+for script in sys.argv[1:]:
+    sys.argv = [script, "--help"]
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(script, run_name="__main__")
+        answers[script] = "returned without --help's exit: " + out.getvalue()[-300:]
+    except SystemExit as stop:
+        answers[script] = out.getvalue() if stop.code in (0, None) else f"exit {stop.code}: " + out.getvalue()
+    except Exception as error:
+        answers[script] = f"{type(error).__name__}: {error}"
+print(json.dumps(answers))
+"""
+
+
+def test_benchmark_commands_exist_and_parse():
+    """Every benchmark the README runs answers `--help` (one process for all: TensorFlow loads once)."""
+    result = subprocess.run([sys.executable, "-c", _HELP_OF_EACH, *BENCHMARKS], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "usage" in result.stdout.lower()
+    answers = json.loads(result.stdout.strip().splitlines()[-1])
+    assert sorted(answers) == BENCHMARKS
+    for script, answer in answers.items():
+        assert answer.lower().startswith("usage"), f"{script}: {answer[:500]}"
