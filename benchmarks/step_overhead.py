@@ -10,7 +10,7 @@ start of an epoch to its end is measured (the steps and whatever they wait for, 
   the loss after every step), the old per-step `TimeBudget` hook, one step per call into the compiled function,
   `jit_compile=False`;
 * `after`: the defaults now: `common.standard_callbacks` (async-safe checkpoints, `keras_tfm.callbacks.
-  TerminateOnNaN` every 100 steps), the async-safe `TimeBudget`, `steps_per_execution` = `--steps-per-execution` (1 on PyTorch, which supports nothing else) and
+  TerminateOnNaN` at epoch ends), the async-safe `TimeBudget`, `steps_per_execution` = `--steps-per-execution` (1 on PyTorch, which supports nothing else) and
   `jit_compile="auto"` (jax.jit on JAX; a TensorFlow graph without XLA on a CPU; eager on PyTorch).
 * `after, jit as before`: the same but `jit_compile=False`, to separate the compiler from the rest.
 
@@ -36,7 +36,7 @@ from recipes import cifar10_vit  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_tfm.callbacks import GradientNormCallback, TerminateOnNaN  # noqa: E402
+from keras_tfm.callbacks import GradientNormCallback  # noqa: E402
 from keras_tfm.data import digits  # noqa: E402
 from keras_tfm.models import Seq2SeqTransformer  # noqa: E402
 

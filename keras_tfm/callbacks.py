@@ -399,28 +399,28 @@ class TerminateOnNaN(keras.callbacks.Callback):
     `keras.callbacks.TerminateOnNaN` reads the loss after every batch. Reading a value means waiting for the step
     that computes it (on a GPU a device-to-host copy and a sync), and because that callback overrides
     `on_train_batch_end`, Keras also turns off its asynchronous dispatch of callbacks (JAX, PyTorch), so the
-    host can no longer prepare batch `n + 1` while the device computes batch `n`. This one reads the loss every
-    `every` batches and at the end of every epoch, and declares itself `async_safe`: where the backend allows it,
-    Keras runs it on a helper thread and the training loop never waits for it. At most `every` steps are wasted
-    after a NaN (a NaN loss stays NaN: the weights are already lost by then).
+    host can no longer prepare batch `n + 1` while the device computes batch `n`. By default this one reads the
+    loss at the end of every epoch only, and declares itself `async_safe`, so the training loop never waits for
+    it. With `every=N` it also reads the batch logs every N steps; Keras then calls it synchronously after every
+    step (and converts the logs to Python numbers each time: reading them later, from another thread, could meet
+    a JAX buffer already donated to the next step), so that is for debugging a divergence, not the default.
 
     Args:
-        every: check the batch logs every this many steps (1 = every step, as Keras' own).
+        every: None (the default) to check at epoch ends only, or a positive number of steps.
 
     Example:
 
-    >>> stop = TerminateOnNaN(every=50)
-    >>> stop.every
-    50
+    >>> stop = TerminateOnNaN()
+    >>> stop.every is None and stop.async_safe
+    True
     """
 
-    async_safe = True
-
-    def __init__(self, every=100):
+    def __init__(self, every=None):
         super().__init__()
-        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ValueError(f"`every` must be a positive integer (steps). Received: every={every!r}")
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+            raise ValueError(f"`every` must be None or a positive integer (steps). Received: every={every!r}")
         self.every = every
+        self.async_safe = every is None  # its batch hook then returns at once, reading nothing
         self.stopped_at = None  # (epoch, step) where a NaN was seen, or None
 
     def on_train_begin(self, logs=None):
@@ -430,6 +430,8 @@ class TerminateOnNaN(keras.callbacks.Callback):
         self._epoch = epoch
 
     def on_train_batch_end(self, batch, logs=None):
+        if self.every is None:
+            return
         # With steps_per_execution = k, Keras calls this every k steps with the last step's index.
         previous = getattr(self, "_last_batch", -1)
         self._last_batch = batch

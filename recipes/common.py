@@ -368,7 +368,7 @@ def standard_callbacks(output_dir, extra=()):
         _EpochBackupAndRestore(os.path.join(output_dir, "backup")),
         _EpochModelCheckpoint(os.path.join(output_dir, "checkpoint.keras")),
         keras.callbacks.CSVLogger(os.path.join(output_dir, "history.csv"), append=True),
-        TerminateOnNaN(every=100),  # not Keras' own, which waits for every step to finish
+        TerminateOnNaN(),  # at epoch ends: not Keras' own, which waits for every step to finish
         *extra,
     ]
 

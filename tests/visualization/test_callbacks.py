@@ -177,5 +177,9 @@ def test_terminate_on_nan_stops_within_its_interval_and_keeps_keras_dispatch_asy
     ours = keras.callbacks.CallbackList([TerminateOnNaN()], model=model)
     theirs = keras.callbacks.CallbackList([keras.callbacks.TerminateOnNaN()], model=model)
     assert ours._async_train == keras.src.backend.IS_THREAD_SAFE and not theirs._async_train
-    with pytest.raises(ValueError, match=r"`every` must be a positive integer.*every=0"):
+    assert TerminateOnNaN().every is None and TerminateOnNaN(every=4).async_safe is False  # read every step: sync
+    stop = TerminateOnNaN()
+    model.fit(x, x[:, :1], batch_size=4, epochs=3, shuffle=False, callbacks=[stop], verbose=0)
+    assert stop.stopped_at == (0, None)  # the default: caught at the end of the first epoch
+    with pytest.raises(ValueError, match=r"`every` must be None or a positive integer.*every=0"):
         TerminateOnNaN(every=0)
