@@ -47,7 +47,8 @@ def models(dry_run):
     if dry_run:
         vit = dict(image_size=16, patch_size=4, num_classes=10, dim=32, depth=1, num_heads=2, mlp_dim=64)
         text = dict(vocab_size=100, max_length=32, num_classes=2, dim=32, depth=1, num_heads=2, mlp_dim=64)
-        return {"ViT": (lambda: ViT(**vit), (8, 16, 16, 3)), "TextClassifier": (lambda: TextClassifier(**text), (8, 32))}
+        return {"ViT": (lambda: ViT(**vit), (8, 16, 16, 3)),
+                "TextClassifier": (lambda: TextClassifier(**text), (8, 32))}
     vit = dict(image_size=32, patch_size=4, num_classes=10, dim=384, depth=12, num_heads=6, mlp_dim=1536)
     text = dict(vocab_size=30522, max_length=256, num_classes=2, dim=384, depth=6, num_heads=12, mlp_dim=1536)
     return {"ViT": (lambda: ViT(**vit), (128, 32, 32, 3)),
@@ -81,8 +82,8 @@ def fits(dry_run, steps):
                     history = model.fit(x, y, batch_size=shape[0], verbose=0)
                     seconds = time.perf_counter() - start
                     loss = history.history["loss"][-1]
-                    jit = model.jit_compile  # "auto" resolved
-                    print(f"  {name:<15s} {policy:<15s} jit={jit!s:<5s} {len(x) / seconds:9.1f} samples/s, "
+                    speed = len(x) / seconds
+                    print(f"  {name:<15s} {policy:<15s} jit={model.jit_compile!s:<5s} {speed:9.1f} samples/s, "
                           f"loss {loss:.3f}{'' if np.isfinite(loss) else '  NOT FINITE'}", flush=True)
                 except Exception as error:  # a policy the device lacks: say so and go on
                     print(f"  {name:<15s} {policy:<15s} jit={jit!s:<5s} FAILED: {type(error).__name__}: "
@@ -115,8 +116,8 @@ def attention_kernels(dry_run):
                 tensor = torch.as_tensor(inputs, device=keras.src.backend.torch.core.get_device())
                 with torch.profiler.profile() as profiler:
                     call(tensor)
-                kernels = sorted({e.key for e in profiler.key_averages() if any(
-                    k in e.key.lower() for k in ("flash", "efficient", "math", "scaled_dot_product", "cudnn_attention"))})
+                wanted = ("flash", "efficient", "math", "scaled_dot_product", "cudnn_attention")
+                kernels = sorted({e.key for e in profiler.key_averages() if any(k in e.key.lower() for k in wanted)})
                 print(f"  {name}: {', '.join(kernels) or 'no scaled_dot_product kernel'}")
             else:
                 call(inputs)
@@ -125,7 +126,7 @@ def attention_kernels(dry_run):
             print(f"  {name}: FAILED: {type(error).__name__}: {str(error).splitlines()[0][:160]}")
 
 
-def compile_counts(dry_run):
+def compile_counts():
     section("compile counts: one training step fed three sequence lengths")
     model = TextClassifier(vocab_size=100, max_length=64, num_classes=2, dim=32, depth=1, num_heads=2, mlp_dim=64)
     model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -140,7 +141,7 @@ def compile_counts(dry_run):
           "48, 32 (eager backends count every step)")
 
 
-def data_parallel(dry_run, steps):
+def data_parallel(steps):
     if BACKEND != "jax":
         return
     section("keras.distribution.DataParallel")
@@ -150,7 +151,8 @@ def data_parallel(dry_run, steps):
         model = TextClassifier(vocab_size=100, max_length=32, num_classes=2, dim=32, depth=1, num_heads=2, mlp_dim=64)
         model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         rng = np.random.default_rng(0)
-        x, y = rng.integers(1, 100, (8 * len(devices) * steps, 32)).astype("int32"), rng.integers(0, 2, 8 * len(devices) * steps)
+        samples = 8 * len(devices) * steps
+        x, y = rng.integers(1, 100, (samples, 32)).astype("int32"), rng.integers(0, 2, samples)
         loss = model.fit(x, y, batch_size=8 * len(devices), verbose=0).history["loss"][-1]
         print(f"  {len(devices)} devices ({', '.join(devices)}): loss {loss:.3f}")
     finally:
@@ -165,7 +167,7 @@ def main(argv=None):
     steps = 2 if args.dry_run else args.steps
     failed = []
     for part in (environment, lambda: fits(args.dry_run, steps), lambda: attention_kernels(args.dry_run),
-                 lambda: compile_counts(args.dry_run), lambda: data_parallel(args.dry_run, steps)):
+                 compile_counts, lambda: data_parallel(steps)):
         try:
             part()
         except Exception:

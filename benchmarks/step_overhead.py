@@ -10,7 +10,8 @@ start of an epoch to its end is measured (the steps and whatever they wait for, 
   the loss after every step), the old per-step `TimeBudget` hook, one step per call into the compiled function,
   `jit_compile=False`;
 * `after`: the defaults now: `common.standard_callbacks` (async-safe checkpoints, `keras_tfm.callbacks.
-  TerminateOnNaN` at epoch ends), the async-safe `TimeBudget`, `steps_per_execution` = `--steps-per-execution` (1 on PyTorch, which supports nothing else) and
+  TerminateOnNaN` at epoch ends), the async-safe `TimeBudget`, `steps_per_execution` = `--steps-per-execution`
+  (1 on PyTorch, which supports nothing else) and
   `jit_compile="auto"` (jax.jit on JAX; a TensorFlow graph without XLA on a CPU; eager on PyTorch).
 * `after, jit as before`: the same but `jit_compile=False`, to separate the compiler from the rest.
 
@@ -59,17 +60,17 @@ class PerStepBudget(keras.callbacks.Callback):
         self.last = time.monotonic()
 
 
-def reverse_digits_setup(jit, steps_per_execution, samples):
+def reverse_digits_setup(jit, steps_per_execution, steps, batch=64):
     keras.utils.set_random_seed(0)
     model = Seq2SeqTransformer.from_preset("tiny", source_vocab_size=digits.VOCAB_SIZE,
                                            target_vocab_size=digits.VOCAB_SIZE, max_length=12, dropout=0.0)
     model.compile_for_training(optimizer=keras.optimizers.Adam(1e-3, clipnorm=1.0), jit_compile=jit,
                                steps_per_execution=steps_per_execution)
-    x, y = digits.make_dataset(samples, 10, seed=0)
-    return model, ((x, y[:, :-1]), y[:, 1:]), 64
+    x, y = digits.make_dataset(steps * batch, 10, seed=0)
+    return model, ((x, y[:, :-1]), y[:, 1:]), batch
 
 
-def vit_setup(jit, steps_per_execution, samples):
+def vit_setup(jit, steps_per_execution, steps, batch=128):
     keras.utils.set_random_seed(0)
     args = cifar10_vit.parse_args(["--preset", "cifar10_cpu"])
     model = cifar10_vit.build_model(args, 10)
@@ -78,9 +79,9 @@ def vit_setup(jit, steps_per_execution, samples):
                   metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")], jit_compile=jit,
                   steps_per_execution=steps_per_execution)
     rng = np.random.default_rng(0)
-    images = rng.integers(0, 256, (samples, 32, 32, 3)).astype("float32")
-    labels = keras.utils.to_categorical(rng.integers(0, 10, samples), 10)
-    return model, (images, labels), 128
+    images = rng.integers(0, 256, (steps * batch, 32, 32, 3)).astype("float32")
+    labels = keras.utils.to_categorical(rng.integers(0, 10, steps * batch), 10)
+    return model, (images, labels), batch
 
 
 SETUPS = {"reverse_digits": reverse_digits_setup, "vit_cifar10_cpu": vit_setup}
@@ -111,7 +112,7 @@ def main(argv=None):
     for name in args.models:
         runs = {}
         for variant, (jit, steps_per_execution) in variants.items():
-            model, (x, y), batch = SETUPS[name](jit, steps_per_execution, args.steps * SETUPS_BATCH[name])
+            model, (x, y), batch = SETUPS[name](jit, steps_per_execution, args.steps)
             runs[variant] = (model, x, y, batch, tempfile.mkdtemp())
         seconds = {variant: [] for variant in variants}
         for round_ in range(args.rounds + 1):
@@ -127,8 +128,6 @@ def main(argv=None):
             median = statistics.median(times)
             print(f"  {variant:<22s} {args.steps / median:7.1f} steps/s   {base / median:4.2f}x before")
 
-
-SETUPS_BATCH = {"reverse_digits": 64, "vit_cifar10_cpu": 128}
 
 if __name__ == "__main__":
     main()

@@ -427,26 +427,25 @@ class TerminateOnNaN(keras.callbacks.Callback):
         self.stopped_at = None
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._epoch = epoch
+        self._epoch, self._last_batch = epoch, -1
 
     def on_train_batch_end(self, batch, logs=None):
         if self.every is None:
             return
-        # With steps_per_execution = k, Keras calls this every k steps with the last step's index.
-        previous = getattr(self, "_last_batch", -1)
-        self._last_batch = batch
-        if batch // self.every != previous // self.every or previous > batch:
+        # With steps_per_execution = k, Keras calls this every k steps with the last step's index: check when
+        # the steps since the last call cross a multiple of `every`.
+        previous, self._last_batch = self._last_batch, batch
+        if batch // self.every != previous // self.every:
             self._check(logs, step=batch)
 
     def on_epoch_end(self, epoch, logs=None):
-        self._last_batch = -1
         self._check(logs, step=None)
 
     def _check(self, logs, step):
         loss = (logs or {}).get("loss")
         if self.stopped_at is not None or loss is None or np.isfinite(float(loss)):
             return
-        where = f"epoch {getattr(self, '_epoch', 0) + 1}" + ("" if step is None else f", step {step + 1}")
+        where = f"epoch {self._epoch + 1}" + ("" if step is None else f", step {step + 1}")
         print(f"TerminateOnNaN: the loss is {float(loss)} at {where}; training stopped.")
-        self.stopped_at = (getattr(self, "_epoch", 0), step)
+        self.stopped_at = (self._epoch, step)
         self.model.stop_training = True
