@@ -58,6 +58,9 @@ PRESETS = ("ViT-B/16", "ViT-B/32", "ViT-H/14", "ViT-L/16", "ViT-L/32", "ViT-S/16
 # The patch size of each preset: the paper's names end in it; the small presets all use 4x4 patches.
 PATCH_SIZES = {name: int(name.split("/")[1]) if "/" in name else 4 for name in PRESETS}
 
+# Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
+MODEL_FLAGS = ("preset", "patch_size", "image_size", "pretrained")
+
 
 def parse_args(argv):
     parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=100, batch_size=128, learning_rate=1e-3)
@@ -114,7 +117,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common  # noqa: E402  (first: it imports TensorFlow, quietly)
+from recipes import common, runs  # noqa: E402  (first: it imports TensorFlow, quietly)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -165,7 +168,7 @@ def main(argv=None, extra_callbacks=()):
     validation_batches = cifar10.evaluation_pipeline(
         validation_images, validation_labels, args.batch_size, num_classes, args.image_size
     ) if args.validation_images else None
-    output_dir = common.output_directory("cifar10_vit", args.output_dir, args.overwrite)
+    output_dir = common.start_run("cifar10_vit", args, MODEL_FLAGS)
 
     # Model and optimiser. Labels are one-hot (label smoothing, MixUp, CutMix), hence the categorical loss.
     # With a time budget the schedule is re-planned after the first epoch for the epochs that fit.
@@ -224,4 +227,4 @@ def main(argv=None, extra_callbacks=()):
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() else 1)
+    sys.exit(runs.run_main(main))

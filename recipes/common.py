@@ -58,6 +58,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from keras_tfm.callbacks import TerminateOnNaN  # noqa: E402
 from keras_tfm.data import DataUnavailable  # noqa: E402
+from recipes import runs  # noqa: E402
 from recipes.flags import DISTRIBUTE  # noqa: E402
 
 
@@ -78,7 +79,7 @@ def _hide_gpus_from_tensorflow():
 _hide_gpus_from_tensorflow()
 
 STEPS_PER_EXECUTION = 8  # see default_steps_per_execution
-FINISHED = "summary.json"  # written last by `finish`: its presence means the run is complete
+FINISHED = runs.FINISHED  # written last by `finish`: its presence means the run is complete
 
 # Set by `distribution_strategy`: this process's (task type, index) when it is a worker of a multi-worker
 # cluster other than the chief, else None. `output_directory` and `finish` read it.
@@ -101,7 +102,9 @@ def output_directory(recipe, requested=None, overwrite=False):
     path = requested or os.path.join("runs", recipe, time.strftime("%Y%m%d-%H%M%S"))
     finished = os.path.exists(os.path.join(path, FINISHED))
     if finished and not overwrite:
-        print(f"{path} holds a finished {recipe} run ({FINISHED} is there); nothing to do. To train again, "
+        owner = runs.finished_recipe(path) or recipe  # runs finished before summaries named their recipe
+        hint = "" if owner == recipe else f" (not a {recipe} one)"
+        print(f"{path} holds a finished {owner} run{hint} ({FINISHED} is there); nothing to do. To train again, "
               "give a new --output-dir (or none, for a new timestamped folder), or add --overwrite to delete "
               "this run and start from scratch.")
         raise SystemExit(0)
@@ -112,6 +115,16 @@ def output_directory(recipe, requested=None, overwrite=False):
         shutil.rmtree(path)
     os.makedirs(path, exist_ok=True)
     return path
+
+
+def start_run(recipe, args, model_flags=()):
+    """The run folder of `args` (`output_directory`), opened as a `runs.Run`: it prints the folder and the command
+    that resumes it, refuses a resume whose `model_flags` (names of `args` attributes that shape the weights)
+    differ from the run's, and records this start. Returns the folder."""
+    output_dir = output_directory(recipe, args.output_dir, args.overwrite)
+    if _non_chief_worker is None:  # the chief keeps the run's record; the others' folders are temporary
+        runs.Run.start(recipe, output_dir, args, model_flags)
+    return output_dir
 
 
 def distribution_strategy(name):
@@ -348,12 +361,28 @@ def adamw(args, total_steps, model=None, schedule=None, **kwargs):
     return optimizer
 
 
+# An epoch's files are written together: a Ctrl-C or SIGTERM arriving between the backup's start and the log
+# row's end takes effect after the row (`runs.hold`), so the backup and history.csv never disagree.
+
+
 class _EpochBackupAndRestore(keras.callbacks.BackupAndRestore):
     async_safe = True  # saves at epoch ends (save_freq="epoch"): its batch hook only returns
+
+    def on_epoch_end(self, epoch, logs=None):
+        runs.hold()  # released by _CSVLogger, the last of the three
+        super().on_epoch_end(epoch, logs)
 
 
 class _EpochModelCheckpoint(keras.callbacks.ModelCheckpoint):
     async_safe = True  # the same: nothing happens at a batch's end
+
+
+class _CSVLogger(keras.callbacks.CSVLogger):
+    def on_epoch_end(self, epoch, logs=None):
+        try:
+            super().on_epoch_end(epoch, logs)
+        finally:
+            runs.release()
 
 
 def standard_callbacks(output_dir, extra=()):
@@ -367,7 +396,7 @@ def standard_callbacks(output_dir, extra=()):
     return [
         _EpochBackupAndRestore(os.path.join(output_dir, "backup")),
         _EpochModelCheckpoint(os.path.join(output_dir, "checkpoint.keras")),
-        keras.callbacks.CSVLogger(os.path.join(output_dir, "history.csv"), append=True),
+        _CSVLogger(os.path.join(output_dir, "history.csv"), append=True),
         TerminateOnNaN(),  # at epoch ends: not Keras' own, which waits for every step to finish
         *extra,
     ]
@@ -406,15 +435,26 @@ def plot_curves(history, path):
 
 
 def finish(model, output_dir, args, metrics, started, extra=None):
-    """Saves `model.keras`, `curves.png` and `summary.json` (metrics, flags, wall time and the `extra` dict);
-    returns the summary dict. A non-chief worker's folder is deleted afterwards."""
-    model.save(os.path.join(output_dir, "model.keras"))
+    """Saves `model.keras`, `curves.png` and `summary.json` (the recipe, metrics, flags, wall time, the run's
+    segments from run.json and the `extra` dict); returns the summary dict. Once `model.keras` has been loaded
+    back, the per-epoch `checkpoint.keras` is deleted: a finished run keeps one model. A non-chief worker's
+    folder is deleted afterwards."""
+    path = os.path.join(output_dir, "model.keras")
+    with runs.uninterrupted():
+        model.save(path)
+    keras.saving.load_model(path)  # raises if the file cannot be read back: the checkpoint is kept then
+    checkpoint = os.path.join(output_dir, "checkpoint.keras")
+    if os.path.exists(checkpoint):
+        os.remove(checkpoint)
     plot_curves(read_history(output_dir), os.path.join(output_dir, "curves.png"))
+    run = runs.current(output_dir)
     summary = {
+        "recipe": run.recipe if run else None,
         "metrics": {name: float(value) for name, value in metrics.items()},
-        "flags": {name: value for name, value in vars(args).items()},
+        "flags": {name: value for name, value in vars(args).items() if name != "argv"},
         "wall_time_seconds": round(time.time() - started, 1),
         "backend": keras.backend.backend(),
+        "segments": run.segments() if run else [],
         **(extra or {}),
     }
     with open(os.path.join(output_dir, "summary.json"), "w") as file:

@@ -6,6 +6,7 @@ a fraction of a second instead of after the several seconds TensorFlow takes to 
 
 import argparse
 import os
+import sys
 
 DISTRIBUTE = ("none", "mirrored", "multiworker", "data_parallel")
 
@@ -41,9 +42,18 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+class RecipeParser(argparse.ArgumentParser):
+    """Keeps the command-line arguments it parsed as `args.argv` (the command that resumes a run repeats them)."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed = super().parse_args(args, namespace)
+        parsed.argv = list(sys.argv[1:] if args is None else args)
+        return parsed
+
+
 def recipe_parser(description, epochs, batch_size, learning_rate):
     """An ArgumentParser with the flags every training recipe shares."""
-    parser = argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)
+    parser = RecipeParser(description=description, formatter_class=HelpFormatter)
     parser.add_argument("--epochs", type=positive_int, default=epochs, help="training epochs")
     parser.add_argument("--batch-size", type=positive_int, default=batch_size, help="global batch size")
     parser.add_argument("--learning-rate", type=positive_float, default=learning_rate, help="peak learning rate")

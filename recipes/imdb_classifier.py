@@ -50,6 +50,9 @@ from recipes import flags
 PRESETS = ("base", "small", "tiny")  # keras_tfm.models.TEXT_CLASSIFIER_PRESETS
 POOLS = ("cls", "mean")  # keras_tfm.models.text_classifier.POOLS, less "pooler" (pretrained BERTs: --pretrained)
 
+# Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
+MODEL_FLAGS = ("vocab_size", "sequence_length", "preset", "pool", "encoder", "pretrained")
+
 
 def parse_args(argv):
     parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=3, batch_size=64, learning_rate=None)
@@ -122,7 +125,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common  # noqa: E402  (first: it imports TensorFlow, quietly)
+from recipes import common, runs  # noqa: E402  (first: it imports TensorFlow, quietly)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -154,7 +157,7 @@ def main(argv=None, extra_callbacks=()):
         test_reviews, y_test = imdb.texts_and_labels(test_text.take(args.test_samples or -1))
         unlabelled = _unlabelled_reviews(args) if args.pretrain_epochs else []
     training, held_out = stratified_split(labels, args.validation_fraction, seed=args.seed)
-    output_dir = common.output_directory("imdb_classifier", args.output_dir, args.overwrite)
+    output_dir = common.start_run("imdb_classifier", args, MODEL_FLAGS)
 
     # The encoder: pre-trained here (masked language model), loaded from --encoder, or none (from scratch).
     encoder, pretraining = None, {}
@@ -259,7 +262,7 @@ def fine_tune_pretrained(args, extra_callbacks=()):
         reviews, labels = imdb.texts_and_labels(train_text.take(args.train_samples or -1))
         test_reviews, y_test = imdb.texts_and_labels(test_text.take(args.test_samples or -1))
     training, held_out = stratified_split(labels, args.validation_fraction, seed=args.seed)
-    output_dir = common.output_directory("imdb_classifier", args.output_dir, args.overwrite)
+    output_dir = common.start_run("imdb_classifier", args, MODEL_FLAGS)
     x_all = tokenizer([imdb.without_line_breaks(t) for t in reviews])
     x_test = tokenizer([imdb.without_line_breaks(t) for t in test_reviews])
     x_train, x_val = _rows(x_all, training), _rows(x_all, held_out)
@@ -391,4 +394,4 @@ def _short_reviews(ids, labels, per_class=2, most_words=60):
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() else 1)
+    sys.exit(runs.run_main(main))

@@ -19,6 +19,9 @@ from recipes import flags
 
 PRESETS = ("shakespeare_char", "shakespeare_char_cpu", "tiny")  # keras_tfm.models.LANGUAGE_MODEL_PRESETS
 
+# Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
+MODEL_FLAGS = ("tokenizer", "vocab_size", "preset", "text_file")
+
 
 def parse_args(argv):
     parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=8, batch_size=12, learning_rate=1e-3)
@@ -53,7 +56,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common  # noqa: E402  (first: it imports TensorFlow, quietly)
+from recipes import common, runs  # noqa: E402  (first: it imports TensorFlow, quietly)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -141,7 +144,7 @@ def main(argv=None, extra_callbacks=()):
     # Data: one text, split 90/10 in file order; tokens learned from the training part.
     with common.exit_when_data_unavailable():
         text = text_corpus.load_text(args.text_file, args.data_dir)
-    output_dir = common.output_directory("language_model", args.output_dir, args.overwrite)
+    output_dir = common.start_run("language_model", args, MODEL_FLAGS)
     train_text, validation_text = text_corpus.split(text)
     tokenizer = make_tokenizer(args, train_text, output_dir)
     train_ids, validation_ids = tokenizer.encode(train_text), tokenizer.encode(validation_text)
@@ -206,4 +209,4 @@ def main(argv=None, extra_callbacks=()):
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() else 1)
+    sys.exit(runs.run_main(main))

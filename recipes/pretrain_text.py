@@ -27,6 +27,9 @@ from recipes import flags
 PRESETS = ("base", "small", "tiny")  # keras_tfm.models.TEXT_CLASSIFIER_PRESETS, shared with MaskedLanguageModel
 ENCODER_FILE, VOCABULARY_FILE = "model.keras", "vocabulary.txt"
 
+# Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
+MODEL_FLAGS = ("vocab_size", "sequence_length", "preset")
+
 
 def parse_args(argv):
     parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=3, batch_size=64, learning_rate=1e-3)
@@ -56,7 +59,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common  # noqa: E402  (first: it imports TensorFlow, quietly)
+from recipes import common, runs  # noqa: E402  (first: it imports TensorFlow, quietly)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -71,7 +74,7 @@ def main(argv=None, extra_callbacks=()):
     strategy = common.setup(args)
     with common.exit_when_data_unavailable():
         documents = read_documents(args.text_dir, args.text_file, args.max_documents)
-    output_dir = common.output_directory("pretrain_text", args.output_dir, args.overwrite)
+    output_dir = common.start_run("pretrain_text", args, MODEL_FLAGS)
     rng = np.random.default_rng(args.seed)
     held_out = rng.permutation(len(documents))[: max(1, round(len(documents) * args.validation_fraction))]
     is_held_out = np.zeros(len(documents), bool)
@@ -186,4 +189,4 @@ def load_encoder(folder):
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() else 1)
+    sys.exit(runs.run_main(main))

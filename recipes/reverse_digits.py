@@ -21,6 +21,9 @@ from recipes import flags
 TASKS = ("reverse", "copy", "sort")  # keras_tfm.data.digits.TASKS
 PRESETS = ("base", "small", "tiny")  # keras_tfm.models.SEQ2SEQ_PRESETS
 
+# Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
+MODEL_FLAGS = ("task", "max_digits", "preset")
+
 
 def parse_args(argv):
     parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=6, batch_size=64, learning_rate=3e-3)
@@ -41,7 +44,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common  # noqa: E402  (first: it imports TensorFlow, quietly)
+from recipes import common, runs  # noqa: E402  (first: it imports TensorFlow, quietly)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -57,7 +60,7 @@ def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
     started = time.time()
     strategy = common.setup(args)
-    output_dir = common.output_directory("reverse_digits", args.output_dir, args.overwrite)
+    output_dir = common.start_run("reverse_digits", args, MODEL_FLAGS)
 
     # Data: generated on the fly from three seeds: training strings, validation strings (watched during training)
     # and test strings (scored once, at the end).
@@ -127,4 +130,4 @@ def main(argv=None, extra_callbacks=()):
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() else 1)
+    sys.exit(runs.run_main(main))

@@ -30,6 +30,9 @@ from recipes import flags
 PRESETS = ("base", "small", "tiny")  # keras_tfm.models.SEQ2SEQ_PRESETS
 TOKENIZERS = ("unigram", "bpe")  # keras_tfm.text.MODEL_TYPES
 
+# Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
+MODEL_FLAGS = ("source_lang", "target_lang", "vocab_size", "tokenizer", "separate_vocab", "max_length", "preset")
+
 
 def parse_args(argv):
     parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=12, batch_size=128, learning_rate=1e-3)
@@ -79,7 +82,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common  # noqa: E402  (first: it imports TensorFlow, quietly)
+from recipes import common, runs  # noqa: E402  (first: it imports TensorFlow, quietly)
 
 from keras_tfm import visualize  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
@@ -132,7 +135,7 @@ def main(argv=None, extra_callbacks=()):
         corpus = translation.fill_missing_splits(load_corpus(args))
     train_source, train_target = (side[: args.train_samples] for side in corpus["train"])
     test_source, test_target = (side[: args.test_samples] for side in corpus["test"])
-    output_dir = common.output_directory("translate", args.output_dir, args.overwrite)
+    output_dir = common.start_run("translate", args, MODEL_FLAGS)
 
     # Subword vocabularies, learned on the training text only, and kept in the output folder so that a resumed
     # run reads its token ids exactly as before.
@@ -205,4 +208,4 @@ def main(argv=None, extra_callbacks=()):
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() else 1)
+    sys.exit(runs.run_main(main))

@@ -101,6 +101,13 @@ def test_a_finished_run_is_kept_and_overwrite_starts_again(tmp_path, capsys):
     assert (run / "history.csv").exists()
 
 
+def test_a_finished_run_of_another_recipe_is_named_as_such(tmp_path, capsys):
+    (tmp_path / "summary.json").write_text('{"recipe": "reverse_digits"}')
+    with pytest.raises(SystemExit):
+        common.output_directory("cifar10_vit", str(tmp_path))
+    assert "holds a finished reverse_digits run (not a cifar10_vit one)" in capsys.readouterr().out
+
+
 def test_history_and_curves_are_readable(tmp_path):
     (tmp_path / "history.csv").write_text("epoch,loss,val_loss\n0,2.0,2.5\n1,1.0,1.5\n")
     history = common.read_history(str(tmp_path))

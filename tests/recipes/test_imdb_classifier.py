@@ -21,7 +21,7 @@ def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path, capsys):
     output_dir = tmp_path / "run"
     summary = imdb_classifier.main(["--quick", "--imdb-dir", str(folder), "--output-dir", str(output_dir)])
 
-    for name in ("model.keras", "checkpoint.keras", "history.csv", "curves.png", "summary.json", "vocabulary.txt",
+    for name in ("model.keras", "history.csv", "curves.png", "summary.json", "vocabulary.txt",
                  "classifier/model.keras", "classifier/vocabulary.txt", "classifier/classifier.json"):
         assert os.path.getsize(output_dir / name) > 0, name
     reviews = sorted(name for name in os.listdir(output_dir) if name.startswith("review_"))

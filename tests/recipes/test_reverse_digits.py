@@ -1,14 +1,17 @@
 import json
 import os
+import shlex
+import signal
 import subprocess
 import sys
+import time
 
 import keras
 import pytest
 
 from keras_tfm.data import digits
 from recipes import common, reverse_digits
-from tests.helpers import Interrupt, InterruptAfterFirstEpoch, epochs_in
+from tests.helpers import epochs_in
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -16,9 +19,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 @pytest.mark.slow
 def test_quick_run_learns_writes_every_promised_file_and_is_never_overwritten(tmp_path, capsys):
     summary = reverse_digits.main(["--quick", "--output-dir", str(tmp_path)])
-    for name in ("model.keras", "checkpoint.keras", "history.csv", "curves.png", "summary.json", "alignment.png",
+    for name in ("model.keras", "history.csv", "curves.png", "summary.json", "alignment.png",
                  "position_encoding.png", "decoder_self_attention.png"):
         assert os.path.getsize(tmp_path / name) > 0, name
+    assert not (tmp_path / "checkpoint.keras").exists()  # removed once model.keras loaded back
     assert any(name.endswith("_alignment_0.png") for name in os.listdir(tmp_path / "attention"))
     explorer = tmp_path / "attention" / "attention.html"  # one page, both epochs on its slider
     assert '"epochs":["1","2"]' in explorer.read_text() and f"(open in a browser): {explorer}" in capsys.readouterr().out
@@ -45,14 +49,42 @@ def test_quick_run_learns_writes_every_promised_file_and_is_never_overwritten(tm
     assert {name: os.path.getmtime(tmp_path / name) for name in before} == before
 
 
+SMALL = ["--train-samples", "256", "--test-samples", "16", "--max-digits", "4", "--batch-size", "32",
+         "--no-attention-maps"]
+
+
 @pytest.mark.slow
-def test_an_interrupted_run_resumes_without_repeating_epochs(tmp_path):
-    with pytest.raises(Interrupt):
-        reverse_digits.main(["--quick", "--no-attention-maps", "--output-dir", str(tmp_path)],
-                            extra_callbacks=[InterruptAfterFirstEpoch()])
-    assert epochs_in(tmp_path) == [0]
-    reverse_digits.main(["--quick", "--no-attention-maps", "--output-dir", str(tmp_path)])
-    assert epochs_in(tmp_path) == [0, 1]  # epoch 1 ran once, epoch 0 was not repeated
+def test_ctrl_c_stops_with_one_line_and_the_run_resumes_where_it_stopped(tmp_path, capsys):
+    """A real SIGINT to a recipe process after its first epoch: one line, status 130, the epochs kept. A resume
+    with another preset is refused; with the same flags (and fewer epochs) it continues, repeating nothing."""
+    run = tmp_path / "run"
+    argv = [*SMALL, "--epochs", "40", "--output-dir", str(run)]
+    process = subprocess.Popen([sys.executable, "-m", "recipes.reverse_digits", *argv], cwd=ROOT, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not (run / "history.csv").exists() or not epochs_in(run):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err[-3000:]
+    done = json.loads((run / "backup" / "training_metadata.json").read_text())["epoch"]
+    assert 1 <= done < 40 and epochs_in(run) == list(range(done))  # every finished epoch logged, once
+    resume = f"python -m recipes.reverse_digits {shlex.join(argv)}"
+    assert err.strip().splitlines()[-1] == f"stopped after epoch {done} of 40; resume with: {resume}"
+    assert "Traceback" not in err
+    assert out.splitlines()[1:3] == [f"run folder: {run}", f"  if it is stopped, resume it with: {resume}"]
+
+    with pytest.raises(SystemExit) as refused:
+        reverse_digits.main([*argv, "--preset", "small"])
+    assert refused.value.code == 2 and "--preset small differs from the run's --preset tiny" in capsys.readouterr().err
+
+    summary = reverse_digits.main([*SMALL, "--epochs", str(done + 1), "--output-dir", str(run)])
+    assert f"resuming from epoch {done + 1} of {done + 1}" in capsys.readouterr().out
+    assert epochs_in(run) == list(range(done + 1))  # one more epoch, none repeated
+    assert summary["recipe"] == "reverse_digits" and [s["from_epoch"] for s in summary["segments"]] == [0, done]
+    assert summary["segments"][1]["flags"] == {"epochs": done + 1}
+    assert not (run / "checkpoint.keras").exists() and not (run / "backup").exists()  # one model kept
 
 
 @pytest.mark.slow
