@@ -139,25 +139,43 @@ def renamed(owner, kwargs, old, new, value, default=None):
     return old_value
 
 
+def _whole_numbers(name, values, what, hint):
+    if not (np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.bool_)):
+        if not np.issubdtype(values.dtype, np.floating) or not np.all(np.mod(values, 1) == 0):
+            example = values.ravel()[np.flatnonzero(np.mod(values.astype("float64"), 1) != 0)[:1]]
+            raise TypeError(
+                f"`{name}` must hold integer {what}. Received dtype {values.dtype}"
+                + (f" with the non-integer value {example[0]!r}" if example.size else "") + f". {hint}"
+            )
+
+
 def token_ids(name, values, vocab_size):
     """Checks concrete token ids: integers (a float id 5.7 must not quietly become 5) in [0, vocab_size)."""
     values = np.asarray(values)
     if values.size == 0:
         return
-    if not (np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.bool_)):
-        if not np.issubdtype(values.dtype, np.floating) or not np.all(np.mod(values, 1) == 0):
-            example = values.ravel()[np.flatnonzero(np.mod(values.astype("float64"), 1) != 0)[:1]]
-            raise TypeError(
-                f"`{name}` must hold integer token ids. Received dtype {values.dtype}"
-                + (f" with the non-integer value {example[0]!r}" if example.size else "")
-                + ". Tokenize to ints (and give keras.Input dtype='int32')."
-            )
+    _whole_numbers(name, values, "token ids", "Tokenize to ints (and give keras.Input dtype='int32').")
     low, high = values.min(), values.max()
     if low < 0 or high >= vocab_size:
         bad = high if high >= vocab_size else low
         raise ValueError(
             f"Token ids in `{name}` must lie in [0, vocab_size) = [0, {vocab_size}). Received: an id of {int(bad)}. "
             "Check the tokenizer's vocabulary size against the model's `vocab_size`."
+        )
+
+
+def class_labels(name, values, num_classes):
+    """Checks concrete class labels (sparse, one integer per example): integers in [0, num_classes)."""
+    values = np.asarray(values)
+    if values.size == 0:
+        return
+    _whole_numbers(name, values, "class labels", "Give one integer class per example (or one-hot rows).")
+    low, high = values.min(), values.max()
+    if low < 0 or high >= num_classes:
+        bad = high if high >= num_classes else low
+        raise ValueError(
+            f"Labels in `{name}` must lie in [0, num_classes) = [0, {num_classes}). Received: a label of "
+            f"{int(bad)}. Check the data's classes against the model's `num_classes`."
         )
 
 

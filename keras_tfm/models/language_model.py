@@ -20,6 +20,7 @@ from keras_tfm.layers import DecoderBlock, TokenEmbedding
 from keras_tfm.layers import _checks
 from keras_tfm.metrics import MaskedSparseCategoricalCrossentropy
 from keras_tfm.models import generation
+from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models.presets import LANGUAGE_MODEL_PRESETS
 
@@ -296,3 +297,6 @@ class TransformerLM(PresetModel, keras.Model):
 
     def token_inputs(self, x):
         return [("token_ids", x, self.vocab_size)] if not isinstance(x, (tuple, list, dict)) else []
+
+    def targets(self, y):
+        return [("y", y, self.vocab_size, _data_checks.TOKEN_IDS)]

@@ -20,6 +20,7 @@ from keras import ops
 
 from keras_tfm.layers import _checks
 from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
+from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
 from keras_tfm.models.text_encoder import TextEncoder
@@ -124,6 +125,9 @@ class MaskedLanguageModel(PresetModel, keras.Model):
         if isinstance(x, dict):
             return [("x['token_ids']", x.get("token_ids"), self.vocab_size)]
         return []
+
+    def targets(self, y):
+        return [("y", y, self.vocab_size, _data_checks.TOKEN_IDS)]  # the hidden tokens' ids (0: no prediction)
 
     def compile_for_training(self, optimizer=None, **kwargs):
         """`compile` with the cross-entropy and accuracy over the masked positions only (labels 0 are ignored).

@@ -19,6 +19,7 @@ from keras_tfm.layers import DecoderBlock, EncoderBlock, TokenEmbedding
 from keras_tfm.layers import _checks
 from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
 from keras_tfm.models import generation
+from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models.presets import SEQ2SEQ_PRESETS
 
@@ -135,6 +136,9 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
         if isinstance(x, (tuple, list)) and len(x) == 2:
             return [("source_ids", x[0], self.source_vocab_size), ("target_ids", x[1], self.target_vocab_size)]
         return []
+
+    def targets(self, y):
+        return [("y", y, self.target_vocab_size, _data_checks.TOKEN_IDS)]
 
     def compile_for_training(self, optimizer=None, label_smoothing=0.0, **kwargs):
         """`compile` with a loss and accuracy that ignore padding (target id 0).

@@ -16,6 +16,7 @@ import keras
 from keras import ops
 
 from keras_tfm.layers import _checks
+from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
 from keras_tfm.models.text_encoder import TextEncoder, symbolic_inputs
@@ -178,6 +179,19 @@ class TextClassifier(PresetModel, keras.Model):
 
     def token_inputs(self, x):
         return self.encoder.token_inputs(x)
+
+    def compile_for_training(self, optimizer=None, label_smoothing=0.0, **kwargs):
+        """`compile` for sparse integer labels: cross-entropy and accuracy.
+
+        Args:
+            optimizer: defaults to AdamW(1e-3, weight decay 0.01 except `no_weight_decay()`, clipping at norm 1).
+            label_smoothing: label smoothing of the cross-entropy (0 in BERT fine-tuning).
+            **kwargs: passed on to `compile` (e.g. `jit_compile`, `steps_per_execution`).
+        """
+        self._compile_classifier(optimizer, label_smoothing, weight_decay=0.01, **kwargs)
+
+    def targets(self, y):
+        return _data_checks.class_labels(y, self.num_classes)
 
     @classmethod
     def from_encoder(cls, encoder, num_classes=2, **kwargs):

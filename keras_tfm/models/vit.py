@@ -15,6 +15,7 @@ import keras
 
 from keras_tfm.layers import EncoderBlock, PatchEmbedding, SequencePooling
 from keras_tfm.layers import _checks
+from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models.presets import VIT_PRESETS
 
@@ -147,6 +148,19 @@ class ViT(PresetModel, keras.Model):
         super().__init__(images, outputs, **kwargs)
 
         self.store_arguments(locals())
+
+    def compile_for_training(self, optimizer=None, label_smoothing=0.0, **kwargs):
+        """`compile` for sparse integer labels: cross-entropy and accuracy.
+
+        Args:
+            optimizer: defaults to AdamW(1e-3, weight decay 0.05 except `no_weight_decay()`, clipping at norm 1).
+            label_smoothing: label smoothing of the cross-entropy (0.1 in DeiT).
+            **kwargs: passed on to `compile` (e.g. `jit_compile`, `steps_per_execution`).
+        """
+        self._compile_classifier(optimizer, label_smoothing, weight_decay=0.05, **kwargs)
+
+    def targets(self, y):
+        return _data_checks.class_labels(y, self.num_classes) if self.include_top else []
 
     def no_weight_decay(self):
         return super().no_weight_decay() + ["cls_token", "position_embeddings", "locality_scale"]

@@ -64,11 +64,7 @@ def test_training_under_mixed_precision_lowers_the_loss(name, policy):
         pytest.skip("XLA:CPU has no float16 dot_general with float32 accumulation ('F16_F16_F32'); on a GPU it has")
     keras.config.set_dtype_policy(policy)
     model, x, y = MODELS[name]()
-    optimizer = keras.optimizers.Adam(1e-2)
-    if isinstance(model, Seq2SeqTransformer):
-        model.compile_for_training(optimizer=optimizer)
-    else:
-        model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile_for_training(optimizer=keras.optimizers.Adam(1e-2))
     before = model.evaluate(x, y, verbose=0, return_dict=True)["loss"]
     losses = model.fit(x, y, epochs=20, batch_size=4, verbose=0).history["loss"]
     after = model.evaluate(x, y, verbose=0, return_dict=True)["loss"]
@@ -87,13 +83,23 @@ def test_training_under_mixed_precision_lowers_the_loss(name, policy):
 @pytest.mark.parametrize("name", list(MODELS))
 def test_jit_compiled_training_step(name):
     model, x, y = MODELS[name]()
-    if isinstance(model, Seq2SeqTransformer):
-        model.compile_for_training(jit_compile=True)
-    else:
-        model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      jit_compile=True)
+    model.compile_for_training(jit_compile=True)
     history = model.fit(x, y, epochs=2, batch_size=4, verbose=0)
     assert np.all(np.isfinite(history.history["loss"]))
+
+
+@pytest.mark.parametrize("name", ["ViT", "TextClassifier"])
+def test_classifiers_compile_for_training_with_label_smoothing_and_weight_decay_where_it_belongs(name):
+    model, x, y = MODELS[name]()
+    model.compile_for_training(label_smoothing=0.1)
+    logits = model.predict(x, verbose=0)
+    one_hot = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)  # Keras' own, dense
+    np.testing.assert_allclose(float(model.loss(y, logits)), float(one_hot(np.eye(logits.shape[-1])[y], logits)), rtol=1e-5)
+    assert isinstance(model.optimizer, keras.optimizers.AdamW) and model.optimizer.clipnorm == 1.0
+    exempt = {v.name for v in model.trainable_variables if model.optimizer._use_weight_decay(v) is False}
+    assert exempt and exempt <= set(model.no_weight_decay()) and "kernel" not in exempt
+    history = model.fit(x, y, epochs=2, batch_size=4, verbose=0).history
+    assert set(history) == {"loss", "accuracy"} and np.all(np.isfinite(history["loss"]))
 
 
 @pytest.mark.tensorflow_only

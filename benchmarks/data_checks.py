@@ -1,0 +1,98 @@
+"""What the in-`fit` checks of token ids and labels cost per training step, side by side in one process.
+
+A ready model's `fit` on a `tf.data` pipeline maps a check onto every batch (`keras_tfm.models._data_checks`):
+two reductions per id or label tensor and an assertion, in the pipeline's threads. This trains the same model on
+the same pipeline with the check (`checked`: `model.fit` as users call it) and without it (`unchecked`: the same
+call with `_data_checks.checked` replaced by the identity for the run), in alternating rounds (ABAB after one
+warm-up round each); one epoch of `--steps` batches per round, timed from the epoch's start to its end. The
+smallest recipe models are the worst case: the cheaper the step, the larger the check's share.
+
+* `imdb tiny`: the IMDB recipe's default `TextClassifier` ("tiny", 20,000 words), batch 64 x 256 tokens;
+* `reverse_digits tiny`: the reverse-digits `Seq2SeqTransformer` ("tiny"), batch 64, strings of up to 10 digits
+  (source ids, target ids and target labels: three checked tensors per batch).
+
+    python benchmarks/data_checks.py                  # TensorFlow
+    KERAS_BACKEND=jax python benchmarks/data_checks.py
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from recipes import common  # noqa: E402,F401  (imports TensorFlow quietly)
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_tfm.data import digits  # noqa: E402
+from keras_tfm.models import Seq2SeqTransformer, TextClassifier, _data_checks  # noqa: E402
+
+
+class EpochTimer(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        self.started = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds = time.perf_counter() - self.started
+
+
+def imdb_setup(steps, batch=64, length=256, vocab=20000):
+    rng = np.random.default_rng(0)
+    x = rng.integers(1, vocab, (steps * batch, length)).astype("int32")
+    y = rng.integers(0, 2, steps * batch)
+    model = TextClassifier.from_preset("tiny", vocab_size=vocab, max_length=length, num_classes=2)
+    model.compile(keras.optimizers.Adam(1e-4), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model, tf.data.Dataset.from_tensor_slices((x, y)).batch(batch).prefetch(tf.data.AUTOTUNE)
+
+
+def reverse_digits_setup(steps, batch=64):
+    source, target = digits.make_dataset(steps * batch, 10, "reverse", seed=0)
+    model = Seq2SeqTransformer.from_preset("tiny", source_vocab_size=digits.VOCAB_SIZE,
+                                           target_vocab_size=digits.VOCAB_SIZE, max_length=12)
+    model.compile_for_training()
+    dataset = tf.data.Dataset.from_tensor_slices(((source, target[:, :-1]), target[:, 1:]))
+    return model, dataset.batch(batch).prefetch(tf.data.AUTOTUNE)
+
+
+SETUPS = {"imdb tiny": imdb_setup, "reverse_digits tiny": reverse_digits_setup}
+
+
+def epoch_seconds(model, dataset, checked):
+    timer = EpochTimer()
+    original = _data_checks.checked
+    if not checked:
+        _data_checks.checked = lambda model, data: data
+    try:
+        model.fit(dataset, epochs=1, verbose=0, callbacks=[timer])
+    finally:
+        _data_checks.checked = original
+    return timer.seconds
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=60, help="batches per timed epoch")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds per setup (after one warm-up)")
+    parser.add_argument("--models", nargs="+", choices=sorted(SETUPS), default=sorted(SETUPS))
+    args = parser.parse_args(argv)
+    print(f"{keras.backend.backend()} backend, {args.steps} steps per epoch, {args.rounds} rounds, median")
+    print("| model | unchecked (steps/s) | checked (steps/s) | cost per step |")
+    print("|---|---|---|---|")
+    for name in args.models:
+        model, dataset = SETUPS[name](args.steps)
+        times = {True: [], False: []}
+        for round_index in range(args.rounds + 1):
+            for checked in (False, True) if round_index % 2 == 0 else (True, False):
+                seconds = epoch_seconds(model, dataset, checked)
+                if round_index:  # round 0 traces both (a new pipeline function: a new trace)
+                    times[checked].append(seconds)
+        plain, checked = statistics.median(times[False]), statistics.median(times[True])
+        print(f"| {name} | {args.steps / plain:.1f} | {args.steps / checked:.1f} | {checked / plain - 1:+.1%} |")
+
+
+if __name__ == "__main__":
+    main()
