@@ -2,6 +2,7 @@
 
     import keras_tfm
     block = keras_tfm.EncoderBlock(num_heads=4, mlp_dim=256)
+    model = keras_tfm.load_model("runs/reverse_digits/<timestamp>")  # a saved model, or a run's folder
 """
 
 from keras_tfm import callbacks, layers, metrics, models, schedules, text, visualize
@@ -10,7 +11,8 @@ from keras_tfm.layers import *  # noqa: F401,F403  (the layers and models are th
 from keras_tfm.layers import __all__ as _layer_names
 from keras_tfm.models import *  # noqa: F401,F403
 from keras_tfm.models import __all__ as _model_names
+from keras_tfm.saving import load_model
 from keras_tfm.text import TextClassifierPipeline, Translator
 
 __version__ = "0.1.0"
-__all__ = ["attention_maps", "callbacks", "layers", "metrics", "models", "schedules", "text", "visualize", "TextClassifierPipeline", "Translator", *_layer_names, *_model_names]
+__all__ = ["attention_maps", "load_model", "callbacks", "layers", "metrics", "models", "schedules", "text", "visualize", "TextClassifierPipeline", "Translator", *_layer_names, *_model_names]

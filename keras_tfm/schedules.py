@@ -1,6 +1,8 @@
 """Learning-rate schedules that a saved model's optimizer refers to (so they live in the library, registered
 with Keras, and a `.keras` file trained with one loads wherever `keras_tfm` is importable)."""
 
+import math
+
 import keras
 from keras import ops
 
@@ -43,3 +45,56 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"peak": self.peak, "total_steps": self.total_steps, "warmup_steps": self.warmup_steps}
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class PlannedWarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up to `peak`, then cosine decay to 0, over a number of steps that can change during training:
+    `plan(total_steps)` (the recipes' `--time-budget` plans the run after its first epoch).
+
+    Args:
+        peak: the learning rate at the end of the warm-up.
+        total_steps: the steps planned for now (at least 1).
+        warmup_fraction: the share of the planned steps that warms up.
+
+    The number of steps is a Keras variable that the schedule reads at every step, so a new plan reaches the
+    compiled training step (a Python number would be frozen into it when it is traced) on TensorFlow, with or
+    without XLA, on PyTorch, and on JAX without `jit_compile`. A jitted JAX step sees only the model's and the
+    optimizer's variables, so there the step must be traced again after a new plan (`recipes.common.TimeBudget`
+    does). Warm-up is
+    `warmup_fraction` of the planned steps, then cosine decay to 0 at the last planned step; past it, 0.
+
+    Example:
+
+    >>> schedule = PlannedWarmupCosine(1.0, total_steps=100, warmup_fraction=0.1)
+    >>> schedule.plan(20)  # 2 warm-up steps, then cosine decay to 0 at step 20
+    >>> [round(float(schedule(step)), 3) for step in (1, 2, 11, 20)]
+    [0.5, 1.0, 0.5, 0.0]
+    """
+
+    def __init__(self, peak, total_steps, warmup_fraction=0.1):
+        self.peak = float(peak)
+        self.warmup_fraction = float(warmup_fraction)
+        self.total_steps = keras.Variable(max(int(total_steps), 1), dtype="int64", trainable=False,
+                                          name="planned_total_steps")
+
+    def plan(self, total_steps):
+        """Sets the number of steps the schedule runs for (at least 1)."""
+        self.total_steps.assign(max(int(total_steps), 1))
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        total = ops.cast(self.total_steps, "float32")
+        warmup = ops.floor(total * self.warmup_fraction)
+        rising = self.peak * step / ops.maximum(warmup, 1.0)
+        progress = ops.clip((step - warmup) / ops.maximum(total - warmup, 1.0), 0.0, 1.0)
+        falling = 0.5 * self.peak * (1.0 + ops.cos(math.pi * progress))
+        return ops.where(step < warmup, rising, falling)
+
+    def get_config(self):
+        return {"peak": self.peak, "total_steps": int(ops.convert_to_numpy(self.total_steps)),
+                "warmup_fraction": self.warmup_fraction}
+
+
+# Models trained by the recipes before this schedule moved here name it "recipes>PlannedWarmupCosine".
+keras.saving.get_custom_objects()["recipes>PlannedWarmupCosine"] = PlannedWarmupCosine

@@ -56,6 +56,7 @@ import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from keras_tfm import schedules  # noqa: E402
 from keras_tfm.callbacks import TerminateOnNaN  # noqa: E402
 from keras_tfm.data import DataUnavailable  # noqa: E402
 from recipes import runs  # noqa: E402
@@ -484,41 +485,7 @@ def exit_when_data_unavailable():
 # exactly those epochs, so that a one-hour run is a proper short schedule, not the first hour of a long one.
 
 
-@keras.saving.register_keras_serializable(package="recipes")
-class PlannedWarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
-    """`warmup_cosine` whose length can be changed during training: `plan(total_steps)`.
-
-    The number of steps is a Keras variable that the schedule reads at every step, so a new plan reaches the
-    compiled training step (a Python number would be frozen into it when it is traced) on TensorFlow, with or
-    without XLA, on PyTorch, and on JAX without `jit_compile`. A jitted JAX step sees only the model's and the
-    optimizer's variables, so there `TimeBudget` traces the step again after a new plan. Warm-up is
-    `warmup_fraction` of the planned steps, then cosine decay to 0 at the last planned step; past it, 0.
-
-    A `.keras` file saved with this schedule loads where `recipes.common` is imported (or with `compile=False`).
-    """
-
-    def __init__(self, peak, total_steps, warmup_fraction=0.1):
-        self.peak = float(peak)
-        self.warmup_fraction = float(warmup_fraction)
-        self.total_steps = keras.Variable(max(int(total_steps), 1), dtype="int64", trainable=False,
-                                          name="planned_total_steps")
-
-    def plan(self, total_steps):
-        """Sets the number of steps the schedule runs for (at least 1)."""
-        self.total_steps.assign(max(int(total_steps), 1))
-
-    def __call__(self, step):
-        step = keras.ops.cast(step, "float32")
-        total = keras.ops.cast(self.total_steps, "float32")
-        warmup = keras.ops.floor(total * self.warmup_fraction)
-        rising = self.peak * step / keras.ops.maximum(warmup, 1.0)
-        progress = keras.ops.clip((step - warmup) / keras.ops.maximum(total - warmup, 1.0), 0.0, 1.0)
-        falling = 0.5 * self.peak * (1.0 + keras.ops.cos(math.pi * progress))
-        return keras.ops.where(step < warmup, rising, falling)
-
-    def get_config(self):
-        return {"peak": self.peak, "total_steps": int(keras.ops.convert_to_numpy(self.total_steps)),
-                "warmup_fraction": self.warmup_fraction}
+PlannedWarmupCosine = schedules.PlannedWarmupCosine  # in the library: a saved model's optimizer refers to it
 
 
 class TimeBudget(keras.callbacks.Callback):
