@@ -170,6 +170,14 @@ class AttentionHistory:
                         f"`tokens` has {len(labels)} {what} labels for layer '{name}', which has only {size} "
                         f"{what} positions. Pass the labels of the tokens the maps were computed on."
                     )
+            # Fewer key labels than keys is padding left out, but only if the keys past them get no attention
+            # (masked); keys that are attended to are tokens without a label.
+            if key_labels is not None and len(key_labels) < keys and np.max(m[:, :, len(key_labels):]) > 1e-6:
+                raise ValueError(
+                    f"`tokens` has {len(key_labels)} key labels for layer '{name}', which has {keys} key positions, "
+                    f"and the ones past the labels are attended to (they are not masked padding). Pass one label "
+                    "per token the maps were computed on."
+                )
             query_labels = query_labels or [str(i) for i in range(queries)]
             key_labels = key_labels or [str(i) for i in range(keys)]
             described.append({"name": name, "heads": heads, "queries": query_labels, "keys": key_labels})

@@ -283,8 +283,9 @@ def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10):
 
     Args:
         tokens: list of token strings (padding already removed).
-        weights: one weight per token (longer inputs are cut to `len(tokens)`); the colours span their
-            minimum (lightest) to their maximum (darkest).
+        weights: one weight per token; the colours span their minimum (lightest) to their maximum (darkest),
+            shown by the colour bar below the text. Longer inputs are cut to `len(tokens)` when the weights past
+            it are 0 (masked padding); weights on positions without a token are refused.
         title: figure title.
         width: figure width in inches (wider if one token needs more).
         fontsize: font size of the tokens, in points.
@@ -293,9 +294,13 @@ def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10):
         matplotlib Figure.
     """
     tokens = [str(token) for token in tokens]
-    weights = np.asarray(weights, dtype="float64")[: len(tokens)]
-    if len(weights) != len(tokens):
-        raise ValueError(f"Got {len(tokens)} tokens but {len(weights)} weights.")
+    weights = np.asarray(weights, dtype="float64").reshape(-1)
+    if len(weights) < len(tokens) or np.any(np.abs(weights[len(tokens):]) > 1e-6):
+        raise ValueError(f"`tokens` has {len(tokens)} labels but `weights` has {len(weights)} values"
+                         + (f", {int(np.sum(np.abs(weights[len(tokens):]) > 1e-6))} of them past the last label and "
+                            "not 0, so not padding" if len(weights) > len(tokens) else "")
+                         + ". Pass one label per token the weights were computed on.")
+    weights = weights[: len(tokens)]
     scaled = (weights - weights.min()) / max(weights.max() - weights.min(), 1e-12) if len(weights) else weights
     # Layout in points: a box is the token plus `pad` on each side; boxes are `gap` apart.
     pad, gap, margin = 2.0, 4.0, 10.0
@@ -311,7 +316,9 @@ def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10):
         x += box + gap
     line_height = 1.3 * fontsize + 2 * pad + gap
     top = margin + (2.2 * fontsize if title else 0.0)
-    total_width, total_height = line_width + 2 * margin, top + (line + 1) * line_height + margin
+    legend = 3.2 * fontsize  # the colour bar under the text, with its tick labels
+    total_width = line_width + 2 * margin
+    total_height = top + (line + 1) * line_height + legend + margin
     figure.set_size_inches(total_width / 72.0, total_height / 72.0)
     ax = figure.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, total_width)
@@ -328,6 +335,20 @@ def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10):
     if title:
         ax.text(total_width / 2, margin + 0.8 * fontsize, title, fontsize=fontsize + 2, ha="center", va="center",
                 parse_math=False)
+    # The colour bar: the part of the colour map the boxes use (0.15-1), from the smallest weight to the largest.
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import ListedColormap, Normalize
+
+    left = margin + 2.5 * fontsize  # room for the first tick label
+    bar = figure.add_axes((left / total_width, (margin + 1.6 * fontsize) / total_height,
+                           min(0.4, 200.0 / total_width), 0.6 * fontsize / total_height), label="colour bar")
+    low, high = (float(weights.min()), float(weights.max())) if len(weights) else (0.0, 1.0)
+    shown = ScalarMappable(Normalize(low, high if high > low else low + 1e-12),
+                           ListedColormap(colormap(np.linspace(0.15, 1.0, 256))))
+    colorbar = figure.colorbar(shown, cax=bar, orientation="horizontal")
+    colorbar.set_ticks([low, high], labels=[f"{low:.3g}", f"{high:.3g}"])
+    colorbar.ax.tick_params(labelsize=fontsize - 2)
+    colorbar.set_label("weight", fontsize=fontsize - 2, labelpad=1)
     return figure
 
 

@@ -69,6 +69,9 @@ def parse_args(argv):
                         help="tensorflow-datasets folder with a prepared cifar10; None = ~/tensorflow_datasets")
     source.add_argument("--image-dir", default=None, metavar="PATH",
                         help="read PATH/{train,test}/<class>/*.png|jpg instead of tensorflow-datasets")
+    parser.add_argument("--skip-bad-images", action="store_true",
+                        help="with --image-dir: leave out image files that are corrupt or truncated (their count is "
+                             "printed) instead of stopping with their names")
     parser.add_argument("--download", action="store_true",
                         help="download into --data-dir when it holds no copy (tfds' own folder is always filled)")
     parser.add_argument("--preset", choices=PRESETS, default=None,
@@ -150,7 +153,8 @@ def main(argv=None, extra_callbacks=()):
     # Data: uint8 images; the test split is small enough to hold in memory, in a fixed order.
     download = args.download or args.data_dir is None  # never fill a folder the user named without being asked
     with common.exit_when_data_unavailable():
-        train, test, class_names = cifar10.load(args.data_dir, args.image_dir, download=download, seed=args.seed)
+        train, test, class_names = cifar10.load(args.data_dir, args.image_dir, download=download, seed=args.seed,
+                                                   skip_unreadable=args.skip_bad_images)
         try:
             train, (validation_images, validation_labels) = cifar10.holdout(train, args.validation_images, args.seed)
         except ValueError as error:  # more held out than there are images: a usage error, not a traceback

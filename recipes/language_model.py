@@ -46,7 +46,12 @@ def parse_args(argv):
     sample.add_argument("--num-samples", type=flags.positive_int, default=3, help="samples to write")
     sample.add_argument("--temperature", type=flags.positive_float, default=0.8, help="sampling temperature")
     sample.add_argument("--top-k", type=flags.positive_int, default=200, help="sample among the k most likely")
+    sample.add_argument("--sample", nargs="+", metavar=("RUN_DIR", "PROMPT"),
+                        help="continue the prompts with the model and tokenizer a finished run saved (samples as "
+                             "--sample-tokens, --temperature, --top-k, --num-samples); nothing is trained")
     args = parser.parse_args(argv)
+    if args.sample is not None and len(args.sample) < 2:
+        parser.error("--sample needs a run folder and at least one prompt: --sample RUN_DIR \"prompt\" ...")
     if args.quick:  # a smoke test of the whole pipeline: a tiny model, a few steps, short samples
         args.preset, args.epochs, args.steps_per_epoch = "tiny", min(args.epochs, 2), min(args.steps_per_epoch, 20)
         args.sample_tokens, args.num_samples = min(args.sample_tokens, 80), 1
@@ -60,7 +65,7 @@ from recipes import common, runs  # noqa: E402  (first: it imports TensorFlow, q
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_tfm import visualize  # noqa: E402
+from keras_tfm import load_model, visualize  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.data import text_corpus  # noqa: E402
 from keras_tfm.models import LANGUAGE_MODEL_PRESETS, TransformerLM  # noqa: E402
@@ -97,21 +102,28 @@ class Subwords:
         return [self.tokenizer.id_to_piece(i) if i != END else "\\n" for i in range(self.vocab_size)]
 
 
+CHARACTERS, SUBWORDS = "vocabulary.json", "tokenizer.model"  # a run's tokenizer, one of the two
+
+
 def make_tokenizer(args, train_text, output_dir):
     """Characters or subwords, learned from the training text; kept in `output_dir` so a resumed run reads the
     same ids."""
     if args.tokenizer == "char":
-        path = os.path.join(output_dir, "vocabulary.json")
-        if os.path.exists(path):
-            return text_corpus.CharacterVocabulary.load(path)
-        vocabulary = text_corpus.CharacterVocabulary.from_text(train_text)
-        vocabulary.save(path)
-        return vocabulary
-    path = os.path.join(output_dir, "tokenizer.model")
-    if not os.path.exists(path):
+        if not os.path.exists(os.path.join(output_dir, CHARACTERS)):
+            text_corpus.CharacterVocabulary.from_text(train_text).save(os.path.join(output_dir, CHARACTERS))
+    elif not os.path.exists(os.path.join(output_dir, SUBWORDS)):
         lines = [line for line in train_text.split("\n") if line.strip()]
-        SubwordTokenizer.train(lines, vocab_size=args.vocab_size).save(path)
-    return Subwords(SubwordTokenizer.load(path))
+        SubwordTokenizer.train(lines, vocab_size=args.vocab_size).save(os.path.join(output_dir, SUBWORDS))
+    return load_tokenizer(output_dir)
+
+
+def load_tokenizer(run_dir):
+    """The tokenizer a run keeps in its folder (characters or subwords), or None if there is none."""
+    if os.path.exists(os.path.join(run_dir, CHARACTERS)):
+        return text_corpus.CharacterVocabulary.load(os.path.join(run_dir, CHARACTERS))
+    if os.path.exists(os.path.join(run_dir, SUBWORDS)):
+        return Subwords(SubwordTokenizer.load(os.path.join(run_dir, SUBWORDS)))
+    return None
 
 
 def labels_of(tokenizer):
@@ -136,8 +148,38 @@ def continue_text(model, prompt_ids, new_tokens, seed, temperature, k):
     return ids[len(prompt_ids[-(model.max_length - 1):]):]
 
 
+def sample(args):
+    """`--sample RUN_DIR PROMPT...`: prints `--num-samples` continuations of each prompt by a finished run's model
+    and returns them."""
+    run_dir, prompts = args.sample[0], args.sample[1:]
+    tokenizer = load_tokenizer(run_dir)
+    if tokenizer is None or not os.path.exists(os.path.join(run_dir, "model.keras")):
+        print(f"error: --sample: {run_dir!r} is not a finished language_model run: it needs model.keras and "
+              f"{CHARACTERS} or {SUBWORDS}.", file=sys.stderr)
+        raise SystemExit(2)
+    model = load_model(run_dir, compile=False)
+    samples = []
+    for prompt in prompts:
+        try:
+            prompt_ids = tokenizer.encode(prompt)
+        except ValueError as error:  # a character the run never saw
+            print(f"error: --sample: {error} (prompt {prompt!r})", file=sys.stderr)
+            raise SystemExit(2) from None
+        if len(prompt_ids) == 0:
+            print("error: --sample: a prompt must contain at least one token", file=sys.stderr)
+            raise SystemExit(2)
+        for i in range(args.num_samples):
+            new = continue_text(model, prompt_ids, args.sample_tokens, seed=args.seed + 1000 * i,
+                                temperature=args.temperature, k=args.top_k)
+            samples.append(prompt + tokenizer.decode(new))
+            print(f"--- {prompt!r}, sample {i}\n{samples[-1]}")
+    return {"samples": samples}
+
+
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
+    if args.sample:
+        return sample(args)
     started = time.time()
     strategy = common.setup(args)
 

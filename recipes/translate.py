@@ -15,6 +15,7 @@ Data, one of:
     python -m recipes.translate --data-dir multi30k --mixed-precision bfloat16   # 12 epochs
         # Multi30k en->de: test BLEU 37.3 (beam), 36.2 (greedy); about 5.5 min per epoch on 2 CPU cores
     python -m recipes.translate --data-dir multi30k --quick   # a tiny run: checks that everything runs
+    python -m recipes.translate --translate runs/translate/RUN "A dog runs on the beach."   # use a finished run
 
 Besides the files every recipe writes (see `recipes.common`), a run leaves `translator/` (the model with
 its tokenizers: `keras_tfm.Translator.load(...)`), `translations.txt` (source, reference, greedy and
@@ -62,7 +63,13 @@ def parse_args(argv):
     decode.add_argument("--num-beams", type=flags.positive_int, default=4, help="beams for beam search")
     decode.add_argument("--length-penalty", type=flags.non_negative_float, default=1.0,
                         help="beam scores are divided by length ** this")
+    decode.add_argument("--translate", nargs="+", metavar=("RUN_DIR", "SENTENCE"),
+                        help="translate the sentences with the translator a finished run saved (RUN_DIR or "
+                             "RUN_DIR/translator), with beam search (--num-beams, --length-penalty); nothing is "
+                             "trained")
     args = parser.parse_args(argv)
+    if args.translate is not None and len(args.translate) < 2:
+        parser.error("--translate needs a run folder and at least one sentence: --translate RUN_DIR \"sentence\" ...")
     has_files = args.train_src or args.train_tgt
     if sum(bool(x) for x in (args.data_dir, has_files, args.tfds)) > 1:
         parser.error("give only one of --data-dir, --train-src/--train-tgt and --tfds")
@@ -126,6 +133,8 @@ def tokenizers(args, train_source, train_target, output_dir):
 
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
+    if args.translate:
+        return translate(args.translate[0], args.translate[1:], args.num_beams, args.length_penalty)
     started = time.time()
     strategy = common.setup(args)
 
@@ -205,6 +214,22 @@ def main(argv=None, extra_callbacks=()):
     if args.attention_maps:
         print(f"attention explorer (open in a browser): {pictures[0].html_path}")
     return summary
+
+
+def translate(run_dir, sentences, num_beams, length_penalty):
+    """Prints the beam-search translations of `sentences` by the translator saved in `run_dir`; returns them."""
+    folder = os.path.join(run_dir, "translator")
+    if not os.path.isfile(os.path.join(folder, "translator.json")):
+        folder = run_dir  # the translator's own folder was given
+    try:
+        translator = Translator.load(folder)
+    except ValueError as error:
+        print(f"error: --translate: {error} A finished translate run keeps it in RUN_DIR/translator.", file=sys.stderr)
+        raise SystemExit(2) from None
+    outputs = translator.generate(sentences, strategy="beam", num_beams=num_beams, length_penalty=length_penalty)
+    for sentence, output in zip(sentences, outputs):
+        print(f"{sentence}\n  -> {output}")
+    return {"translations": outputs}
 
 
 if __name__ == "__main__":

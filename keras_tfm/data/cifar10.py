@@ -39,7 +39,7 @@ _HOW_TO_PROVIDE = (
     "To provide the data, either (1) on a machine with network access run "
     "`python -c \"import tensorflow_datasets as tfds; tfds.load('cifar10', data_dir='DIR')\"`, copy DIR here and "
     "pass it as `data_dir` (`--data-dir DIR` in the recipes); or (2) put the images in a folder PATH/train/<class>/ "
-    "and PATH/test/<class>/ (PNG or JPEG, one sub-folder per class) and pass `--image-dir PATH`."
+    "and PATH/test/<class>/ (PNG, JPEG, BMP or GIF, one sub-folder per class) and pass `--image-dir PATH`."
 )
 
 
@@ -47,10 +47,10 @@ _HOW_TO_PROVIDE = (
 # Loaders.
 
 
-def load(data_dir=None, image_dir=None, download=True, seed=0):
+def load(data_dir=None, image_dir=None, download=True, seed=0, skip_unreadable=False):
     """`load_image_folder(image_dir)` when `image_dir` is given, else `load_tfds(data_dir, download)`."""
     if image_dir is not None:
-        return load_image_folder(image_dir, seed=seed)
+        return load_image_folder(image_dir, seed=seed, skip_unreadable=skip_unreadable)
     return load_tfds(data_dir, download=download)
 
 
@@ -101,42 +101,111 @@ def _tfds_splits(tfds, data_dir):
     return train, test, list(CLASS_NAMES)  # tfds numbers the classes in this order
 
 
-def load_image_folder(path, seed=0):
-    """CIFAR-10 (or any 10-class, 32x32 data set) from image files: `path/{train,test}/<class>/*.png|jpg`.
+IMAGE_FORMATS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")  # what tf.io.decode_image reads
 
-    Read with `keras.utils.image_dataset_from_directory`; class names are the sub-folder names in alphabetical
-    order (for CIFAR-10 that is the usual order), the test folder must have the same ones. Images of another
-    size are resized to 32x32. The file order is shuffled once with `seed`, so `dataset.take(n)` is a sample of
-    every class.
+
+def load_image_folder(path, seed=0, skip_unreadable=False):
+    """CIFAR-10 (or any 10-class, 32x32 data set) from image files: `path/{train,test}/<class>/*.png|jpg|...`.
+
+    Class names are the sub-folder names in alphabetical order (for CIFAR-10 that is the usual order); the test
+    folder must have the same ones. Files are PNG, JPEG, BMP or GIF (by extension, in sub-folders too); images
+    of another size are resized to 32x32. The file order is shuffled once with `seed`, so `dataset.take(n)` is a
+    sample of every class.
+
+    Every file is checked before training starts (its first and last bytes: a PNG's signature and end chunk, a
+    JPEG's start and end markers, ...), so that a corrupt or truncated image is named here instead of failing
+    deep inside `fit` as "Unknown image file format".
+
+    Args:
+        path: the folder holding `train/` and `test/`.
+        seed: the shuffle of the file order.
+        skip_unreadable: leave out files that fail the check (the count is printed) instead of raising.
 
     Returns:
         `(train, test, class_names)`: datasets of `(uint8 (32, 32, 3), int32 label)`, and the class names.
 
     Raises:
-        DataUnavailable: `path/train` or `path/test` is missing or holds no images.
+        DataUnavailable: `path/train` or `path/test` is missing, holds no images, has other classes than the
+            other, or holds an unreadable file (unless `skip_unreadable`).
     """
     folders = {split: os.path.join(path, split) for split in ("train", "test")}
     missing = [folder for folder in folders.values() if not os.path.isdir(folder)]
     if missing:
         raise DataUnavailable(
             f"No CIFAR-10 image folder at {path}: {' and '.join(missing)} missing. Expected "
-            f"{path}/train/<class>/*.png and {path}/test/<class>/*.png. {_HOW_TO_PROVIDE}"
+            f"{path}/train/<class>/*.png and {path}/test/<class>/*.png (or .jpg, .jpeg, .bmp, .gif). {_HOW_TO_PROVIDE}"
         )
+    class_names = sorted(name for name in os.listdir(folders["train"])
+                         if os.path.isdir(os.path.join(folders["train"], name)))
+    test_classes = sorted(name for name in os.listdir(folders["test"])
+                          if os.path.isdir(os.path.join(folders["test"], name)))
+    if test_classes != class_names:
+        raise DataUnavailable(f"The class folders of {folders['test']} ({test_classes}) differ from those of "
+                              f"{folders['train']} ({class_names}). {_HOW_TO_PROVIDE}")
+    splits = []
+    for folder in folders.values():
+        files, labels = _image_files(folder, class_names)
+        if not files:
+            raise DataUnavailable(f"Cannot read the CIFAR-10 images in {folder}: no {'/'.join(IMAGE_FORMATS)} files "
+                                  f"in its class folders. {_HOW_TO_PROVIDE}")
+        bad = [file for file in files if not _looks_whole(file)]
+        if bad and not skip_unreadable:
+            shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+            raise DataUnavailable(f"{len(bad)} of the {len(files)} image files in {folder} are not readable images "
+                                  f"(corrupt, truncated or of another format than their extension): {shown}. "
+                                  "Replace or remove them, or pass `skip_unreadable=True` (`--skip-bad-images` in the "
+                                  "recipes) to train without them.")
+        if bad:
+            print(f"skipping {len(bad)} unreadable image file{'s' * (len(bad) != 1)} in {folder} (first: {bad[0]})")
+            unreadable = set(bad)
+            keep = [i for i, file in enumerate(files) if file not in unreadable]
+            files, labels = [files[i] for i in keep], [labels[i] for i in keep]
+        order = np.random.RandomState(seed).permutation(len(files))
+        splits.append(_decoded(np.asarray(files)[order], np.asarray(labels, "int32")[order]))
+    return splits[0], splits[1], class_names
 
-    def read(folder, class_names=None):
-        try:
-            images = keras.utils.image_dataset_from_directory(
-                folder, class_names=class_names, batch_size=None, image_size=(IMAGE_SIZE, IMAGE_SIZE),
-                shuffle=True, seed=seed, verbose=False,
-            )
-        except ValueError as error:  # no images, or a test folder whose classes differ
-            raise DataUnavailable(f"Cannot read the CIFAR-10 images in {folder}: {error} {_HOW_TO_PROVIDE}") from error
-        pixels = images.map(lambda image, label: (tf.cast(tf.clip_by_value(image, 0, 255), tf.uint8), label))
-        return pixels, images.class_names
 
-    train, class_names = read(folders["train"])
-    test, _ = read(folders["test"], class_names)
-    return train, test, class_names
+def _image_files(folder, class_names):
+    """Image paths below `folder/<class>/` (sorted) and their labels (the class's index in `class_names`)."""
+    files, labels = [], []
+    for label, name in enumerate(class_names):
+        for root, _, names in sorted(os.walk(os.path.join(folder, name))):
+            found = sorted(n for n in names if n.lower().endswith(IMAGE_FORMATS))
+            files += [os.path.join(root, n) for n in found]
+            labels += [label] * len(found)
+    return files, labels
+
+
+# (how a whole file of the format starts, how it ends: None = no fixed end)
+_SIGNATURES = {".png": (b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82"), ".jpg": (b"\xff\xd8", b"\xff\xd9"),
+               ".jpeg": (b"\xff\xd8", b"\xff\xd9"), ".bmp": (b"BM", None), ".gif": (b"GIF8", b";")}
+
+
+def _looks_whole(file):
+    """True if `file` starts (and ends) as a file of the format its extension names: a cheap check (a few bytes
+    read at each end) that catches corrupt, truncated and mislabelled files."""
+    start, end = _SIGNATURES[os.path.splitext(file)[1].lower()]
+    try:
+        with open(file, "rb") as handle:
+            head = handle.read(len(start))
+            if end is None:
+                return head == start
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(size - len(end) - 32, 0))  # a few bytes of padding after the end marker are common
+            tail = handle.read()
+    except OSError:
+        return False
+    return head == start and end in tail
+
+
+def _decoded(files, labels):
+    def read(file, label):
+        image = tf.io.decode_image(tf.io.read_file(file), channels=3, expand_animations=False)
+        image = tf.image.resize(tf.cast(image, "float32"), (IMAGE_SIZE, IMAGE_SIZE))  # bilinear, as Keras' loader
+        return tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8), label
+
+    return tf.data.Dataset.from_tensor_slices((files, labels)).map(read, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def num_examples(dataset):

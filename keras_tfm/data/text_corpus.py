@@ -16,7 +16,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_tfm.data import DataUnavailable, first_line
+from keras_tfm.data import DataUnavailable, download_tfds, first_line, quiet_tfds_lookup
 
 SHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 HOW_TO_PROVIDE = (
@@ -42,16 +42,28 @@ def load_text(text_file=None, data_dir=None):
         return text
     import tensorflow_datasets as tfds
 
+    def splits():
+        with quiet_tfds_lookup():
+            return tfds.load("tiny_shakespeare", split=["train", "validation", "test"], data_dir=data_dir,
+                             download=False)
+
     try:
-        splits = tfds.load("tiny_shakespeare", split=["train", "validation", "test"], data_dir=data_dir,
-                           download=data_dir is None)
-    except Exception as error:  # tfds reports a missing copy or a failed download with many exception types
-        where = f"in --data-dir {data_dir!r} (no download with a data dir)" if data_dir else "by downloading it"
-        raise DataUnavailable(
-            f"Text: could not load tensorflow-datasets 'tiny_shakespeare' {where}: "
-            f"{type(error).__name__}: {first_line(error)}. " + HOW_TO_PROVIDE
-        ) from error
-    return "".join(example["text"].numpy().decode("utf-8") for dataset in splits for example in dataset)
+        loaded = splits()
+    except Exception as error:  # tfds reports a missing copy with several exception types
+        if data_dir is not None:  # a folder the user names is never filled unasked
+            raise DataUnavailable(
+                f"Text: could not load tensorflow-datasets 'tiny_shakespeare' from --data-dir {data_dir!r} (nothing "
+                f"is downloaded into a folder you name): {type(error).__name__}: {first_line(error)}. "
+                + HOW_TO_PROVIDE) from None
+        # No prepared copy: download it, after one quick check that the host answers (an offline machine gets
+        # this message in seconds, not after minutes of tfds' retries).
+        problem = download_tfds("tiny_shakespeare", None, SHAKESPEARE_URL)
+        if problem is not None:
+            raise DataUnavailable(
+                "Text: no prepared tensorflow-datasets copy of 'tiny_shakespeare', and downloading it from "
+                f"{SHAKESPEARE_URL} failed ({problem}). " + HOW_TO_PROVIDE) from None
+        loaded = splits()
+    return "".join(example["text"].numpy().decode("utf-8") for dataset in loaded for example in dataset)
 
 
 class CharacterVocabulary:

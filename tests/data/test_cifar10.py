@@ -94,3 +94,33 @@ def test_holdout_is_stratified_seeded_and_disjoint():
     for bad in (len(labels), -1, 2.5):
         with pytest.raises(ValueError, match=rf"`validation_images` must be an integer in \[0, 330\).*{bad}"):
             cifar10.holdout(data, bad)
+
+
+def test_a_corrupt_or_truncated_image_is_named_before_training_or_skipped(tmp_path, capsys):
+    root = write_image_folder(tmp_path, 2, 1)
+    cat = root / "train" / "cat" / "0.png"
+    cat.write_bytes(cat.read_bytes()[:200])  # cut off while copying
+    jpeg = root / "train" / "dog" / "photo.jpg"
+    jpeg.write_bytes(b"not an image at all")
+    with pytest.raises(DataUnavailable) as error:
+        cifar10.load_image_folder(root)
+    message = str(error.value)
+    assert f"2 of the 21 image files in {root / 'train'} are not readable images" in message
+    assert str(cat) in message and str(jpeg) in message and "--skip-bad-images" in message
+    train, test, _ = cifar10.load_image_folder(root, skip_unreadable=True)
+    assert cifar10.num_examples(train) == 19 and f"skipping 2 unreadable image files in {root / 'train'}" in (
+        capsys.readouterr().out)
+    images, labels = cifar10.to_arrays(train)  # what is left decodes
+    assert images.shape == (19, 32, 32, 3) and np.bincount(labels).tolist() == [2, 2, 2, 1, 2, 2, 2, 2, 2, 2]
+
+
+def test_jpeg_images_of_another_size_are_read_and_resized(tmp_path):
+    import keras
+
+    for split in ("train", "test"):
+        for name in cifar10.CLASS_NAMES:
+            os.makedirs(tmp_path / split / name)
+            keras.utils.save_img(tmp_path / split / name / "a.jpg", np.full((40, 48, 3), 200, "uint8"), scale=False)
+    train, _, _ = cifar10.load_image_folder(tmp_path)
+    images, _ = cifar10.to_arrays(train)
+    assert images.shape == (10, 32, 32, 3) and abs(int(images.mean()) - 200) <= 2

@@ -137,3 +137,14 @@ def test_validation_is_on_held_out_training_images_and_the_budget_plans_the_run(
         cifar10_vit.main(["--preset", "tiny", "--validation-images", "40", "--output-dir", str(tmp_path / "bad")])
     assert exit_info.value.code == 2
     assert "error: --validation-images 40: `validation_images` must be an integer in [0, 40)" in capsys.readouterr().err
+
+
+def test_without_data_or_network_the_recipe_answers_at_once(network_unreachable, tmp_path, capsys):
+    pytest.importorskip("tensorflow_datasets")
+    with pytest.raises(SystemExit) as exit_info:
+        cifar10_vit.main(["--quick", "--download", "--output-dir", str(tmp_path / "run")])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err
+    assert "cannot connect to www.cs.toronto.edu" in message and "--image-dir" in message
+    assert len(network_unreachable.connections) <= 1 and network_unreachable.downloads == []
+    assert os.listdir(tmp_path) == []

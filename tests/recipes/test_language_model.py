@@ -40,11 +40,22 @@ def test_character_vocabulary_and_windows():
 def test_a_missing_text_file_is_data_unavailable(tmp_path):
     with pytest.raises(DataUnavailable, match="--text-file PATH"):
         text_corpus.load_text(str(tmp_path / "missing.txt"))
-    with pytest.raises(DataUnavailable, match="tiny_shakespeare.*no download with a data dir"):
+    with pytest.raises(DataUnavailable, match="tiny_shakespeare.*nothing is downloaded into a folder you name"):
         text_corpus.load_text(data_dir=str(tmp_path / "empty_tfds"))  # a folder without the prepared data set
     with pytest.raises(SystemExit) as exit_info:
         language_model.main(["--quick", "--text-file", str(tmp_path / "missing.txt"), "--output-dir", str(tmp_path)])
     assert exit_info.value.code == 2
+
+
+def test_without_a_text_file_or_network_the_recipe_answers_at_once(network_unreachable, tmp_path, capsys):
+    """One connection attempt, then the instructions (it retried tfds' download for 210 s before)."""
+    with pytest.raises(SystemExit) as exit_info:
+        language_model.main(["--quick", "--output-dir", str(tmp_path / "run")])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err
+    assert "cannot connect to raw.githubusercontent.com" in message and "--text-file PATH" in message
+    assert len(network_unreachable.connections) == 1 and network_unreachable.downloads == []
+    assert os.listdir(tmp_path) == []  # no run folder, no tensorflow-datasets folder
 
 
 @pytest.mark.slow
@@ -71,6 +82,16 @@ def test_quick_run_learns_writes_samples_and_resumes(tmp_path):
     assert set(body) <= set(open(text_file, encoding="utf-8").read())  # the corpus's characters only
     for name in ("model.keras", "curves.png", "heads_block_0.png", "heads_block_1.png", "vocabulary.json"):
         assert os.path.getsize(run / name) > 0, name
+    # --sample RUN_DIR: the finished run continues new prompts, as seeded as the run's own samples.
+    again = language_model.main(["--sample", str(run), "The cat", "A dog", "--sample-tokens", "80", "--num-samples", "1"])
+    assert len(again["samples"]) == 2 and again["samples"][0] == samples.split("--- sample 0\n", 1)[1].rstrip("\n")
+    assert again["samples"][1].startswith("A dog") and len(again["samples"][1]) == len("A dog") + 80
+    with pytest.raises(SystemExit) as refused:
+        language_model.main(["--sample", str(run), "€uro"])
+    assert refused.value.code == 2
+    with pytest.raises(SystemExit) as refused:
+        language_model.main(["--sample", str(tmp_path), "The cat"])
+    assert refused.value.code == 2
 
 
 @pytest.mark.slow

@@ -31,7 +31,7 @@ def test_a_resumed_run_reuses_its_saved_tokenizers(tmp_path):
 
 
 @pytest.mark.slow
-def test_quick_run_writes_every_promised_file(corpus_files, tmp_path):
+def test_quick_run_writes_every_promised_file(corpus_files, tmp_path, capsys):
     folder, _ = corpus_files
     summary = translate.main(["--quick", "--data-dir", str(folder), "--output-dir", str(tmp_path)])
     assert epochs_in(tmp_path) == [0, 1]
@@ -48,7 +48,20 @@ def test_quick_run_writes_every_promised_file(corpus_files, tmp_path):
     # The saved translator reproduces the run's greedy translations from raw strings.
     test_source = translation.read_lines(str(folder / "test_2016_flickr.en"))[:3]
     greedy_lines = [line.removeprefix("greedy:    ") for line in translations.splitlines() if line.startswith("greedy:")]
-    assert Translator.load(str(tmp_path / "translator")).generate(test_source) == greedy_lines[:3]
+    translator = Translator.load(str(tmp_path / "translator"))
+    assert translator.generate(test_source) == greedy_lines[:3]
+    # --translate RUN_DIR: the run's beam translations of new sentences, nothing trained.
+    beam = translator.generate(test_source[:2], strategy="beam", num_beams=2)
+    assert translate.main(["--translate", str(tmp_path), *test_source[:2], "--num-beams", "2"]) == {"translations": beam}
+    assert f"{test_source[0]}\n  -> {beam[0]}" in capsys.readouterr().out
+
+
+def test_translate_on_a_folder_without_a_translator_says_where_it_looks(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        translate.main(["--translate", str(tmp_path), "A dog."])
+    assert exit_info.value.code == 2
+    message = capsys.readouterr().err
+    assert "has no translator.json" in message and "RUN_DIR/translator" in message
 
 
 def test_file_flags_load_the_splits_they_name(corpus_files):

@@ -144,6 +144,10 @@ def test_bad_input_is_named():
         attention_html(5)
     with pytest.raises(ValueError, match="`tokens` has 4 query labels"):
         attention_html(good, tokens=["a", "b", "c", "d"])
+    with pytest.raises(ValueError, match="`tokens` has 2 key labels for layer 'block_0', which has 3 key positions"):
+        attention_html(good, tokens=["a", "b"])  # the third key is attended to: a token without a label
+    padded = {"block_0": np.array([[[0.5, 0.5, 0.0]] * 3] * 2, "float32")[None]}  # key 2 masked: padding
+    assert '"keys":["a","b"]' in attention_html(padded, tokens=["a", "b"]).replace(" ", "")
     with pytest.raises(ValueError, match="`sample` \\(3\\) is out of range"):
         attention_html(good, sample=3)
     with pytest.raises(ValueError, match="shape \\(2, 3\\)"):

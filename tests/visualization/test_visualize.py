@@ -189,3 +189,14 @@ def test_image_rollout_reads_the_cls_row_or_without_one_the_mean_of_all_tokens()
     patches_only = rollout[1:, 1:]  # the same model without [CLS]: mean pooling reads every token
     pooled = visualize.plot_image_attention(image, patches_only, num_prefix_tokens=0).axes[1]
     assert np.argmax(pooled.images[0].get_array()) == 3 and pooled.get_title() == "rollout, mean of all tokens"
+
+
+def test_token_heat_map_refuses_labels_that_do_not_fit_its_weights_and_has_a_colour_bar():
+    with pytest.raises(ValueError, match="`tokens` has 3 labels but `weights` has 5 values, 2 of them past the last"):
+        visualize.plot_token_attention(["a", "b", "c"], [0.1, 0.2, 0.3, 0.2, 0.2])
+    with pytest.raises(ValueError, match="`tokens` has 3 labels but `weights` has 2 values"):
+        visualize.plot_token_attention(["a", "b", "c"], [0.1, 0.2])
+    figure = visualize.plot_token_attention(["a", "b", "c"], [0.1, 0.6, 0.3, 0.0, 0.0])  # masked padding: cut
+    bars = [ax for ax in figure.axes if ax.get_label() == "colour bar"]
+    assert len(bars) == 1 and [t.get_text() for t in bars[0].get_xticklabels()] == ["0.1", "0.6"]
+
