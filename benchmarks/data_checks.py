@@ -5,7 +5,9 @@ two reductions per id or label tensor and an assertion, in the pipeline's thread
 the same pipeline with the check (`checked`: `model.fit` as users call it) and without it (`unchecked`: the same
 call with `_data_checks.checked` replaced by the identity for the run), in alternating rounds (ABAB after one
 warm-up round each); one epoch of `--steps` batches per round, timed from the epoch's start to its end. The
-smallest recipe models are the worst case: the cheaper the step, the larger the check's share.
+smallest recipe models are the worst case: the cheaper the step, the larger the check's share. On two busy cores
+the step times move by a few percent from round to round, so the table also gives the pipeline alone (drawing
+every batch without training, best of 5): the check's own cost per batch, beside the step's.
 
 * `imdb tiny`: the IMDB recipe's default `TextClassifier` ("tiny", 20,000 words), batch 64 x 256 tokens;
 * `reverse_digits tiny`: the reverse-digits `Seq2SeqTransformer` ("tiny"), batch 64, strings of up to 10 digits
@@ -73,6 +75,18 @@ def epoch_seconds(model, dataset, checked):
     return timer.seconds
 
 
+def pipeline_microseconds(model, dataset, checked, repeats=5):
+    """Microseconds per batch to draw the whole pipeline (no training): what the check itself adds per batch."""
+    data = _data_checks.checked(model, dataset) if checked else dataset
+    best = float("inf")
+    for _ in range(repeats):
+        started, batches = time.perf_counter(), 0
+        for _ in data:
+            batches += 1
+        best = min(best, (time.perf_counter() - started) / batches * 1e6)
+    return best
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60, help="batches per timed epoch")
@@ -80,8 +94,9 @@ def main(argv=None):
     parser.add_argument("--models", nargs="+", choices=sorted(SETUPS), default=sorted(SETUPS))
     args = parser.parse_args(argv)
     print(f"{keras.backend.backend()} backend, {args.steps} steps per epoch, {args.rounds} rounds, median")
-    print("| model | unchecked (steps/s) | checked (steps/s) | cost per step |")
-    print("|---|---|---|---|")
+    print("| model | unchecked (steps/s) | checked (steps/s) | cost per step | pipeline alone: µs per batch, "
+          "unchecked / checked |")
+    print("|---|---|---|---|---|")
     for name in args.models:
         model, dataset = SETUPS[name](args.steps)
         times = {True: [], False: []}
@@ -91,7 +106,9 @@ def main(argv=None):
                 if round_index:  # round 0 traces both (a new pipeline function: a new trace)
                     times[checked].append(seconds)
         plain, checked = statistics.median(times[False]), statistics.median(times[True])
-        print(f"| {name} | {args.steps / plain:.1f} | {args.steps / checked:.1f} | {checked / plain - 1:+.1%} |")
+        alone = [pipeline_microseconds(model, dataset, flag) for flag in (False, True)]
+        print(f"| {name} | {args.steps / plain:.1f} | {args.steps / checked:.1f} | {checked / plain - 1:+.1%} | "
+              f"{alone[0]:.0f} / {alone[1]:.0f} |")
 
 
 if __name__ == "__main__":

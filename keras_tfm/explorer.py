@@ -234,11 +234,22 @@ class AttentionHistory:
             "title": self.title or "attention",
             "levels": LEVELS,
             "views": views,
+            "start": self._start(),
             "epochs": [str(e) for e in self.epochs],
             "layers": self.layers,
             "maps": [[base64.b64encode(m.tobytes()).decode("ascii") for m in snapshot] for snapshot in self.snapshots],
             "image": self._image_info,
         }
+
+    def _start(self):
+        """The layers the page opens on, the most telling ones: a seq2seq model's last cross-attention (where the
+        alignment is), else the last layer (the one the head reads: [CLS] or the pooled tokens); in the image
+        view, the last self-attention layer, for the [CLS] token."""
+        names = [layer["name"] for layer in self.layers]
+        cross = [j for j, name in enumerate(names) if name.endswith("cross_attention")]
+        square = [j for j, layer in enumerate(self.layers) if len(layer["queries"]) == len(layer["keys"])]
+        return {"headLayer": cross[-1] if cross else len(names) - 1,
+                "imageLayer": str(square[-1]) if square else "rollout"}
 
     def html(self):
         """The page, as a string."""
@@ -503,8 +514,8 @@ _SCRIPT = r"""
     return bytes;
   }
   const maps = D.maps.map((snapshot) => snapshot.map(decode)); // [epoch][layer] -> uint8 (heads, q, k)
-  const state = { epoch: D.epochs.length - 1, view: D.views[0], headLayer: 0, active: [], hover: null,
-                  detail: null, imageLayer: "rollout", imageHead: "mean", query: null };
+  const state = { epoch: D.epochs.length - 1, view: D.views[0], headLayer: D.start.headLayer, active: [], hover: null,
+                  detail: null, imageLayer: D.start.imageLayer, imageHead: "mean", query: null };
 
   function weight(epoch, layer, head, q, k) {
     const L = D.layers[layer];
@@ -557,6 +568,7 @@ _SCRIPT = r"""
   // ---- head view ----------------------------------------------------------------------------------------------
   function setupHead() {
     D.layers.forEach((L, j) => { const o = el("option", { value: j }, $("head-layer")); o.textContent = L.name; });
+    $("head-layer").value = String(state.headLayer);
     $("head-layer").addEventListener("change", () => { state.headLayer = Number($("head-layer").value); headToggles(); render(); });
     headToggles();
   }
@@ -736,6 +748,7 @@ _SCRIPT = r"""
     const heads = Math.max(...D.layers.map((L) => L.heads));
     el("option", { value: "mean" }, head).textContent = "mean of heads";
     for (let h = 0; h < heads; h++) el("option", { value: h }, head).textContent = "head " + h;
+    layer.value = state.imageLayer;
     layer.addEventListener("change", () => { state.imageLayer = layer.value; render(); });
     head.addEventListener("change", () => { state.imageHead = head.value === "mean" ? "mean" : Number(head.value); render(); });
     $("image-alpha").addEventListener("input", render);

@@ -352,15 +352,19 @@ def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10):
     return figure
 
 
-def plot_alignment(source_tokens, target_tokens, cross_attention, title=None):
+def plot_alignment(source_tokens, target_tokens, cross_attention, title=None, xlabel="source", ylabel="target"):
     """A translation's alignment: cross-attention weights of target tokens (rows) over source tokens.
+
+    Row `i` is the decoder's query at its input `i`, which predicts output token `i`: label the rows with the
+    tokens being predicted (the output shifted by one from the decoder's inputs), not with the inputs.
 
     Args:
         source_tokens: key labels.
-        target_tokens: query labels.
+        target_tokens: query labels (the predicted tokens).
         cross_attention: `(target_len, source_len)` weights (e.g. a decoder block's cross-attention averaged
             over heads); cut to the token lists' lengths.
         title: figure title.
+        xlabel, ylabel: axis labels.
 
     Returns:
         matplotlib Figure.
@@ -376,9 +380,9 @@ def plot_alignment(source_tokens, target_tokens, cross_attention, title=None):
     ax = figure.subplots()
     image = ax.imshow(weights, cmap="Blues", vmin=0.0)
     _labels(ax, target_tokens, source_tokens, fontsize=9)
-    ax.set_xlabel("source")
-    ax.set_ylabel("target")
-    figure.colorbar(image, ax=ax, fraction=0.046)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    figure.colorbar(image, ax=ax, fraction=0.046, label="attention weight")
     if title:
         figure.suptitle(title)  # centred on the figure (the axes sit off-centre beside the colour bar)
     figure.tight_layout()

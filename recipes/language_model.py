@@ -148,7 +148,7 @@ def continue_text(model, prompt_ids, new_tokens, seed, temperature, k):
     return ids[len(prompt_ids[-(model.max_length - 1):]):]
 
 
-def sample(args):
+def sample_from_run(args):
     """`--sample RUN_DIR PROMPT...`: prints `--num-samples` continuations of each prompt by a finished run's model
     and returns them."""
     run_dir, prompts = args.sample[0], args.sample[1:]
@@ -179,7 +179,7 @@ def sample(args):
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
     if args.sample:
-        return sample(args)
+        return sample_from_run(args)
     started = time.time()
     strategy = common.setup(args)
 

@@ -106,9 +106,11 @@ def main(argv=None, extra_callbacks=()):
     maps = attention_maps(model, (x_test[:4], answer_input))
     cross = [m for name, m in maps.items() if name.endswith("cross_attention")]
     source_tokens = [digits.VOCABULARY[t] for t in x_test[0] if t]
-    answer_tokens = ["<s>"] + [digits.VOCABULARY[t] for t in greedy[0] if t]
-    figure = visualize.plot_alignment(source_tokens, answer_tokens, cross[-1][0].mean(0),
-                                      title=f"{args.task}: cross-attention of the last decoder block")
+    answer_tokens = ["<s>"] + [digits.VOCABULARY[t] for t in greedy[0] if t]  # the decoder's inputs
+    predicted = answer_tokens[1:]  # row i reads input i and predicts answer token i
+    figure = visualize.plot_alignment(source_tokens, predicted, cross[-1][0].mean(0),
+                                      title=f"{args.task}: cross-attention of the last decoder block",
+                                      ylabel="answer token being predicted")
     visualize.save_figure(figure, os.path.join(output_dir, "alignment.png"))
     # The decoder's masked self-attention: each answer token sees only itself and the tokens before it.
     causal = [m for name, m in maps.items() if name.endswith("self_attention")][-1]

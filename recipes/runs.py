@@ -78,7 +78,8 @@ class Run:
         that resumes it; on a resumed run checks the folder's recipe and `model_flags` (argument names in `args`)
         against run.json (a `SystemExit` with status 2 and a message naming the flag and both values), says from
         which epoch it resumes, and records the new segment."""
-        global _current
+        global _current, _writing, _pending
+        _writing, _pending = 0, None  # nothing is being written as a run starts (an earlier one may have failed)
         argv = list(getattr(args, "argv", None) or [])
         flags = {name: value for name, value in vars(args).items() if name not in _NOT_RECORDED}
         flags = json.loads(json.dumps(flags, default=str))  # as run.json holds them: lists, strings for paths

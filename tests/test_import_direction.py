@@ -23,8 +23,9 @@ ALLOWED = {
     "text": {"layers", "models", "attention_probe", "text", "data"},  # data: the IMDB standardiser
     "data": {"data"},
     "schedules": set(),
+    "saving": {"layers", "metrics", "models", "callbacks", "text", "schedules"},  # registers all a file may name
     "__init__": {"layers", "metrics", "models", "attention_probe", "visualize", "callbacks", "text", "data",
-                 "schedules"},
+                 "schedules", "saving"},
 }
 NEVER_AT_IMPORT_TIME = {"matplotlib", "argparse", "recipes", "IPython"}
 

@@ -71,6 +71,12 @@ from tests.pretrained_checkpoints import write_checkpoint
 write_checkpoint("all-MiniLM-L6-v2", "bert")  # a tiny random BERT written by transformers, in the test's folder
 train_texts, train_labels = ["the film was great", "dull and too long"] * 4, [1, 0] * 4
 """
+SETUP["keras_tfm.load_model(run_folder)"] = """
+import os, tempfile
+import keras_tfm
+run_folder = tempfile.mkdtemp()  # a finished run's folder, as far as load_model looks: its model.keras
+keras_tfm.TextClassifier.from_preset("tiny", vocab_size=20, max_length=8).save(os.path.join(run_folder, "model.keras"))
+"""
 SHRINK = {"max_length=256, truncation": "max_length=32, truncation", "vocab_size=8000": "vocab_size=320", "make_dataset(2000,": "make_dataset(200,", "epochs=5": "epochs=1"}
 
 

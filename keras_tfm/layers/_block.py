@@ -37,6 +37,7 @@ class TransformerBlockBase(keras.layers.Layer):
         # A subclass's own arguments (EncoderBlock's `locality`) are taken before this; name them in the hint too.
         own = set(inspect.signature(type(self).__init__).parameters) - {"self", "kwargs"}
         _checks.known_keywords(type(self), kwargs, _checks.layer_keywords() | own, signature_of=TransformerBlockBase)
+        _checks.booleans(TransformerBlockBase, locals())
         super().__init__(**kwargs)
         _checks.positive_int("num_heads", num_heads)
         _checks.positive_int("mlp_dim", mlp_dim)

@@ -125,6 +125,17 @@ def known_keywords(owner, kwargs, accepted, signature_of=None):
         )
 
 
+def booleans(owner, arguments):
+    """A TypeError for each argument of `owner.__init__` (a class) whose default is True or False but whose value
+    in `arguments` (the constructor's `locals()`) is not a bool: `norm_first="yes"` must not quietly mean True,
+    nor `norm_first="no"`."""
+    for name, parameter in inspect.signature(owner.__init__).parameters.items():
+        if isinstance(parameter.default, bool) and name in arguments:
+            value = arguments[name]
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"`{name}` must be True or False. Received: {name}={value!r}")
+
+
 def renamed(owner, kwargs, old, new, value, default=None):
     """Reads a deprecated argument name: returns the value under `old` (with a FutureWarning) or `value`.
     Old names keep working for one release, and `.keras` files saved with them still load."""

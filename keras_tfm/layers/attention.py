@@ -140,6 +140,7 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         attention_scale = _checks.renamed("MultiHeadAttention", kwargs, "scale", "attention_scale", attention_scale)
         _checks.known_keywords(MultiHeadAttention, kwargs, _checks.layer_keywords())
+        _checks.booleans(MultiHeadAttention, locals())
         super().__init__(**kwargs)
         _checks.positive_int("num_heads", num_heads)
         _checks.positive_number("attention_scale", attention_scale, allow_none=True)

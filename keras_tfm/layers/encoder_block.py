@@ -57,6 +57,7 @@ class EncoderBlock(TransformerBlockBase):
     CONFIG = TransformerBlockBase.CONFIG + ("locality",)
 
     def __init__(self, num_heads, mlp_dim, locality=False, **kwargs):
+        _checks.booleans(EncoderBlock, locals())
         super().__init__(num_heads, mlp_dim, **kwargs)
         self.locality = bool(locality)
         self.attention_norm = self._norm("attention_norm")

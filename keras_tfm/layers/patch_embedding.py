@@ -84,7 +84,10 @@ class PatchEmbedding(keras.layers.Layer):
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
-        images: `(batch, height, width, channels)`; height and width divisible by the patch size.
+        images: `(batch, height, width, channels)`; height and width divisible by the patch size. The pixels go
+            into the projection as they are: this layer does not rescale. Give it values of a small range
+            (e.g. `keras.layers.Rescaling(1 / 255)` before it for 0-255 pixels); `ViT` does that itself
+            (`rescale=True`, its default).
         training: whether dropout is active.
 
     Returns:
@@ -112,6 +115,7 @@ class PatchEmbedding(keras.layers.Layer):
         **kwargs,
     ):
         _checks.known_keywords(PatchEmbedding, kwargs, _checks.layer_keywords())
+        _checks.booleans(PatchEmbedding, locals())
         super().__init__(**kwargs)
         patch_shape = tuple(patch_size) if isinstance(patch_size, (tuple, list)) else (patch_size, patch_size)
         if len(patch_shape) != 2:

@@ -1,6 +1,7 @@
 """Token embedding plus positional encoding: the input layer of the 2017 Transformer (section 3.4-3.5)."""
 
 import math
+import warnings
 
 import keras
 from keras import ops
@@ -83,6 +84,7 @@ class TokenEmbedding(keras.layers.Layer):
         **kwargs,
     ):
         _checks.known_keywords(TokenEmbedding, kwargs, _checks.layer_keywords())
+        _checks.booleans(TokenEmbedding, locals())
         super().__init__(**kwargs)
         _checks.positive_int("vocab_size", vocab_size)
         _checks.positive_int("dim", dim)
@@ -146,6 +148,19 @@ class TokenEmbedding(keras.layers.Layer):
     def embeddings(self):
         """The `(vocab_size, token_dim)` token table (e.g. for tying the output projection to it)."""
         return self.token_embedding.embeddings
+
+    def __call__(self, inputs, *args, **kwargs):
+        if isinstance(inputs, keras.KerasTensor) and not kwargs.get("reverse", False):
+            dtype = keras.backend.standardize_dtype(inputs.dtype)
+            if "float" in dtype:
+                # A symbolic float input (keras.Input's default, and what `keras.Sequential` makes when it has
+                # no Input): inside `fit` its values are never seen, and the lookup casts 5.7 to 5 at every step.
+                # Not an error: Keras' own Embedding takes float inputs, and Sequential models rely on it.
+                warnings.warn(
+                    f"{self.name!r} is called on a symbolic {dtype} input: non-integer token ids fed to it would "
+                    "be truncated unseen inside `fit`. Give the model an integer input, e.g. "
+                    "keras.Input((None,), dtype='int32') (first in a keras.Sequential).", UserWarning, stacklevel=2)
+        return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs, start_position=0, reverse=False, training=None):
         if reverse:

@@ -31,6 +31,7 @@ class PresetModel:
         _checks.known_keywords(cls, kwargs, _checks.MODEL_KEYWORDS)
 
     def store_arguments(self, arguments):
+        _checks.booleans(type(self), arguments)  # `norm_first="yes"` is an error, not True
         for name in self.argument_names():
             setattr(self, name, arguments[name])
 

@@ -152,7 +152,9 @@ def _checked_tf_dataset(model, dataset):
                           for name, values, size, kind in _batch_entries(model, batch) if values is not None}
         return tf.nest.map_structure(lambda t: checked_values.get(id(t), t), batch)
 
-    return dataset.map(check_element, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    # Checked one batch after the other in the prefetch's background thread: the step need not wait for the
+    # check (a map after the user's own `prefetch` would otherwise undo it), and no thread pool is added.
+    return dataset.map(check_element).prefetch(tf.data.AUTOTUNE)
 
 
 def _first_fraction(tf, values):

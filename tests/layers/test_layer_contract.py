@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from keras import ops
 
+import keras_tfm
 from keras_tfm import layers as tfm
 from tests.helpers import padded_ids, random_floats, to_numpy
 
@@ -237,3 +238,22 @@ def test_old_argument_names_still_work_with_a_warning(make, old, new):
     assert {**layer.get_config(), "name": None} == {**make(**new).get_config(), "name": None}
     with pytest.raises(TypeError, match="pass `.*` only"):
         make(**old, **{next(iter(new)): 3})
+
+
+@pytest.mark.parametrize("build, name", [
+    (lambda **kw: keras_tfm.EncoderBlock(2, 8, **kw), "norm_first"),
+    (lambda **kw: keras_tfm.EncoderBlock(2, 8, **kw), "locality"),
+    (lambda **kw: keras_tfm.DecoderBlock(2, 8, **kw), "norm_first"),
+    (lambda **kw: keras_tfm.MultiHeadAttention(2, **kw), "use_bias"),
+    (lambda **kw: keras_tfm.PatchEmbedding(4, 8, **kw), "class_token"),
+    (lambda **kw: keras_tfm.TokenEmbedding(10, 8, **kw), "mask_zero"),
+    (lambda **kw: keras_tfm.ViT(image_size=8, patch_size=4, dim=8, depth=1, num_heads=2, mlp_dim=8, **kw), "rescale"),
+    (lambda **kw: keras_tfm.TextClassifier(vocab_size=10, max_length=4, dim=8, depth=1, num_heads=2, mlp_dim=8, **kw),
+     "norm_first"),
+    (lambda **kw: keras_tfm.Seq2SeqTransformer(10, 10, dim=8, encoder_depth=1, decoder_depth=1, num_heads=2,
+                                               mlp_dim=8, max_length=4, **kw), "tie_embeddings"),
+])
+def test_boolean_arguments_take_only_booleans(build, name):
+    with pytest.raises(TypeError, match=f"`{name}` must be True or False. Received: {name}='yes'"):
+        build(**{name: "yes"})
+    build(**{name: False})  # a real boolean is fine

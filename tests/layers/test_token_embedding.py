@@ -1,4 +1,5 @@
 import math
+import warnings
 
 import keras
 import numpy as np
@@ -111,3 +112,14 @@ def test_float_ids_are_a_type_error_and_integral_floats_are_accepted():
     with pytest.raises(TypeError, match=r"`inputs` must hold integer token ids.*5\.7"):
         embed(np.array([[1.0, 5.7]]))
     np.testing.assert_array_equal(to_numpy(embed(np.array([[1.0, 5.0]]))), to_numpy(embed(np.array([[1, 5]]))))
+
+
+def test_a_float_keras_input_is_warned_about_when_the_model_is_built():
+    """Inside `fit` a float input's values are never seen (5.7 would be looked up as 5 at every step): building a
+    model on one says so; an integer input does not warn."""
+    with pytest.warns(UserWarning, match=r"symbolic float32 input.*keras.Input\(\(None,\), dtype='int32'\)"):
+        TokenEmbedding(10, 4)(keras.Input((None,)))  # keras.Input's default dtype is float32
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = keras.Model(ids := keras.Input((None,), dtype="int32"), TokenEmbedding(10, 4)(ids))
+    assert model.predict(np.array([[1, 2, 3]]), verbose=0).shape == (1, 3, 4)

@@ -138,6 +138,19 @@ def test_history_keeps_every_epoch_and_the_size_stays_small():
     assert np.abs(stored_weights(data, 3, 5) - snapshots[3]["block_5"][0]).max() <= QUANTISATION
 
 
+def test_the_page_opens_on_the_most_telling_layer(text_case, seq2seq_case, vit_case):
+    """A seq2seq model's last cross-attention (the alignment), a classifier's last block (what its head reads),
+    a ViT's last block for the [CLS] token (not the first encoder block, which shows little)."""
+    data = page_data(attention_html(seq2seq_case[0], tokens=seq2seq_case[1]))
+    opened = data["layers"][data["start"]["headLayer"]]["name"]
+    last_cross = [name for name in seq2seq_case[0] if name.endswith("cross_attention")][-1]
+    assert opened == last_cross and opened.startswith("decoder_block_")
+    data = page_data(attention_html(text_case[0], tokens=text_case[1]))
+    assert data["start"]["headLayer"] == len(data["layers"]) - 1
+    data = page_data(attention_html(vit_case[0], image=vit_case[1]))
+    assert data["start"]["imageLayer"] == str(len(data["layers"]) - 1) and data["views"][0] == "image"
+
+
 def test_bad_input_is_named():
     good = {"block_0": np.full((1, 2, 3, 3), 1 / 3, "float32")}
     with pytest.raises(TypeError, match="`maps` must be"):
@@ -343,7 +356,10 @@ def test_image_view_overlay_follows_head_patch_and_rollout(browser, vit_case, tm
     last = maps["block_1"][0]  # (heads, 17, 17): [CLS] + 4 x 4 patches
     assert np.abs(last[0, 0, 1:] - last[1, 0, 1:]).max() > 5 * SHOWN  # the two heads do differ
 
-    rollout, rollout_pixels = overlay_state(page)  # default: rollout of the [CLS] token
+    opened, _ = overlay_state(page)  # it opens on the last block's [CLS] row, mean of the heads
+    assert np.abs(opened - last[:, 0, 1:].mean(0)).max() <= SHOWN
+    page.select_option("#image-layer", "rollout")
+    rollout, rollout_pixels = overlay_state(page)  # the rollout of the [CLS] token
     assert np.abs(rollout - visualize.attention_rollout(maps)[0, 0, 1:]).max() <= 2 * SHOWN
     page.select_option("#image-layer", "1")
     shown = {}
