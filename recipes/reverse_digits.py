@@ -110,7 +110,7 @@ def main(argv=None, extra_callbacks=()):
     predicted = answer_tokens[1:]  # row i reads input i and predicts answer token i
     figure = visualize.plot_alignment(source_tokens, predicted, cross[-1][0].mean(0),
                                       title=f"{args.task}: cross-attention of the last decoder block",
-                                      ylabel="answer token being predicted")
+                                      ylabel="predicted token")
     visualize.save_figure(figure, os.path.join(output_dir, "alignment.png"))
     # The decoder's masked self-attention: each answer token sees only itself and the tokens before it.
     causal = [m for name, m in maps.items() if name.endswith("self_attention")][-1]
