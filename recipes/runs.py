@@ -84,17 +84,17 @@ class Run:
         flags = {name: value for name, value in vars(args).items() if name not in _NOT_RECORDED}
         flags = json.loads(json.dumps(flags, default=str))  # as run.json holds them: lists, strings for paths
         path = os.path.join(output_dir, RUN_FILE)
+        shaping = {name: flags.get(name) for name in model_flags}
         record = None
         if os.path.exists(path):
             with open(path) as file:
                 record = json.load(file)
-            _refuse_another_run(recipe, output_dir, record, {name: flags.get(name) for name in model_flags})
+            _refuse_another_run(recipe, output_dir, record, shaping)
         resume = command(recipe, argv, output_dir)
         epochs = getattr(args, "epochs", None)
         done = finished_epochs(output_dir)
         if record is None:  # a new run (or one begun before run.json was written)
-            record = {"recipe": recipe, "model_flags": {name: flags.get(name) for name in model_flags},
-                      "segments": []}
+            record = {"recipe": recipe, "model_flags": shaping, "segments": []}
         print(f"run folder: {output_dir}\n  if it is stopped, resume it with: {resume}")
         if record["segments"] or done:
             of = f" of {epochs}" if epochs else ""

@@ -150,7 +150,12 @@ def renamed(owner, kwargs, old, new, value, default=None):
     return old_value
 
 
-def _whole_numbers(name, values, what, hint):
+def _outside(name, values, size, what, hint):
+    """The first value of `values` outside [0, size) (its maximum if too large, else its minimum), or None; a
+    TypeError for values that are not whole numbers (a float id 5.7 must not quietly become 5)."""
+    values = np.asarray(values)
+    if values.size == 0:
+        return None
     if not (np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.bool_)):
         if not np.issubdtype(values.dtype, np.floating) or not np.all(np.mod(values, 1) == 0):
             example = values.ravel()[np.flatnonzero(np.mod(values.astype("float64"), 1) != 0)[:1]]
@@ -158,35 +163,29 @@ def _whole_numbers(name, values, what, hint):
                 f"`{name}` must hold integer {what}. Received dtype {values.dtype}"
                 + (f" with the non-integer value {example[0]!r}" if example.size else "") + f". {hint}"
             )
+    low, high = values.min(), values.max()
+    if high >= size:
+        return int(high)
+    return int(low) if low < 0 else None
 
 
 def token_ids(name, values, vocab_size):
-    """Checks concrete token ids: integers (a float id 5.7 must not quietly become 5) in [0, vocab_size)."""
-    values = np.asarray(values)
-    if values.size == 0:
-        return
-    _whole_numbers(name, values, "token ids", "Tokenize to ints (and give keras.Input dtype='int32').")
-    low, high = values.min(), values.max()
-    if low < 0 or high >= vocab_size:
-        bad = high if high >= vocab_size else low
+    """Checks concrete token ids: integers in [0, vocab_size)."""
+    bad = _outside(name, values, vocab_size, "token ids", "Tokenize to ints (and give keras.Input dtype='int32').")
+    if bad is not None:
         raise ValueError(
-            f"Token ids in `{name}` must lie in [0, vocab_size) = [0, {vocab_size}). Received: an id of {int(bad)}. "
+            f"Token ids in `{name}` must lie in [0, vocab_size) = [0, {vocab_size}). Received: an id of {bad}. "
             "Check the tokenizer's vocabulary size against the model's `vocab_size`."
         )
 
 
 def class_labels(name, values, num_classes):
     """Checks concrete class labels (sparse, one integer per example): integers in [0, num_classes)."""
-    values = np.asarray(values)
-    if values.size == 0:
-        return
-    _whole_numbers(name, values, "class labels", "Give one integer class per example (or one-hot rows).")
-    low, high = values.min(), values.max()
-    if low < 0 or high >= num_classes:
-        bad = high if high >= num_classes else low
+    bad = _outside(name, values, num_classes, "class labels", "Give one integer class per example (or one-hot rows).")
+    if bad is not None:
         raise ValueError(
             f"Labels in `{name}` must lie in [0, num_classes) = [0, {num_classes}). Received: a label of "
-            f"{int(bad)}. Check the data's classes against the model's `num_classes`."
+            f"{bad}. Check the data's classes against the model's `num_classes`."
         )
 
 
