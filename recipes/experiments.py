@@ -182,7 +182,7 @@ def train_seq2seq(settings, task="reverse", learning_rate=3e-3, warmup=True, cli
     result = {}
     if measure_init:  # how peaked is attention before any training? (1.0 = all weight on one key)
         maps = attention_maps(model, (x_test[:64], y_test[:64, :-1]))
-        encoder = [np.asarray(m) for name, m in maps.items() if name.startswith("encoder")]
+        encoder = [record.weights for record in maps.of_kind("encoder")]
         mask = x_test[:64] > 0
         result["init_max_weight"] = float(np.mean([m.max(-1).mean(1)[mask].mean() for m in encoder]))
     steps = settings.epochs * common.steps_per_epoch(len(x_train), settings.batch_size)

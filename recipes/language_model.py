@@ -239,9 +239,9 @@ def main(argv=None, extra_callbacks=()):
     if args.attention_maps:
         piece = x_valid[:1, : min(context, 48)]
         names = [str(label) for label in np.asarray(labels_of(tokenizer))[piece[0]]]
-        maps = attention_maps(model, piece)
+        records = attention_maps(model, piece).of_kind("self")  # one per block, in order
         for block in sorted({0, model.depth - 1}):
-            figure = visualize.plot_attention_heads(maps[f"block_{block}/self_attention"], names, names,
+            figure = visualize.plot_attention_heads(records[block].weights, names, names,
                                                     title=f"block {block} self-attention, validation text")
             visualize.save_figure(figure, os.path.join(output_dir, f"heads_block_{block}.png"))
 

@@ -104,7 +104,7 @@ def main(argv=None, extra_callbacks=()):
     # The alignment of the model's own answers: target input = start + generated tokens.
     answer_input = np.concatenate([np.full((4, 1), digits.START, "int32"), greedy[:4, :-1]], axis=1)
     maps = attention_maps(model, (x_test[:4], answer_input))
-    cross = [m for name, m in maps.items() if name.endswith("cross_attention")]
+    cross = [record.weights for record in maps.of_kind("cross")]
     source_tokens = [digits.VOCABULARY[t] for t in x_test[0] if t]
     answer_tokens = ["<s>"] + [digits.VOCABULARY[t] for t in greedy[0] if t]  # the decoder's inputs
     predicted = answer_tokens[1:]  # row i reads input i and predicts answer token i
@@ -113,7 +113,7 @@ def main(argv=None, extra_callbacks=()):
                                       ylabel="predicted token")
     visualize.save_figure(figure, os.path.join(output_dir, "alignment.png"))
     # The decoder's masked self-attention: each answer token sees only itself and the tokens before it.
-    causal = [m for name, m in maps.items() if name.endswith("self_attention")][-1]
+    causal = maps.of_kind("self")[-1].weights
     figure = visualize.plot_attention_heads(causal, answer_tokens, answer_tokens,
                                             title="decoder self-attention (causal: nothing above the diagonal)")
     visualize.save_figure(figure, os.path.join(output_dir, "decoder_self_attention.png"))

@@ -106,7 +106,7 @@ class Translator:
                                                      add_end=True)
         source_length, target_length = int((source > 0).sum()), int((target > 0).sum())
         maps = attention_maps(self.model, (source[:, :source_length], target[:, : target_length - 1]))
-        cross = maps[f"decoder_block_{self.model.decoder_depth - 1}/cross_attention"]  # (1, heads, tgt, src)
+        cross = maps.of_kind("cross")[-1].weights  # the last decoder block's: (1, heads, tgt, src)
         weights = np.asarray(cross)[0].mean(axis=0)
         source_pieces = [self.source_tokenizer.id_to_piece(t) for t in source[0, :source_length]]
         target_pieces = [self.target_tokenizer.id_to_piece(t) for t in target[0, 1:target_length]]

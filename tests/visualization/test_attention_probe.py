@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import keras_tfm
+from keras_tfm.attention_probe import AttentionMap, as_records, query_key_tokens
 from keras_tfm.models import Seq2SeqTransformer, TextClassifier, ViT
 from tests.helpers import padded_ids, reverse_digits
 
@@ -83,8 +84,8 @@ def test_trained_reverser_aligns_each_target_with_the_mirrored_source(trained_re
     maps = keras_tfm.attention_maps(trained_reverser, (source, target[:, :-1]))
     lengths = (source != 0).sum(1)
     hits = total = 0
-    for layer in [name for name in maps if name.endswith("cross_attention")]:
-        pointed = maps[layer].mean(1).argmax(-1)  # (batch, target_len): the source position each target reads
+    for record in maps.of_kind("cross"):
+        pointed = record.weights.mean(1).argmax(-1)  # (batch, target_len): the source position each target reads
         layer_hits = layer_total = 0
         for row, length in enumerate(lengths):
             # Target input position t (START, then reversed digits) predicts digit t+1 of the reversal,
@@ -130,3 +131,50 @@ def test_vit_maps_with_the_small_data_options():
     assert np.all(np.diagonal(maps["block_0"], axis1=-2, axis2=-1) == 0.0)
     rollout = keras_tfm.visualize.attention_rollout(maps)
     assert rollout.shape == (2, 16, 16) and np.all(np.isfinite(rollout))
+
+
+def test_records_say_layer_kind_and_class_token_without_reading_names():
+    model = Seq2SeqTransformer(20, 20, dim=16, encoder_depth=1, decoder_depth=2, num_heads=2, mlp_dim=32, max_length=8,
+                               name="renamed")
+    maps = keras_tfm.attention_maps(model, (padded_ids([5], 5, 20), padded_ids([4], 4, 20, seed=1)))
+    assert [(r.layer, r.kind, r.prefix_tokens) for r in maps.records] == [
+        ("encoder_block_0", "encoder", 0), ("decoder_block_0", "self", 0), ("decoder_block_0", "cross", 0),
+        ("decoder_block_1", "self", 0), ("decoder_block_1", "cross", 0)]
+    assert [r.name for r in maps.of_kind("cross")] == ["decoder_block_0/cross_attention",
+                                                       "decoder_block_1/cross_attention"]
+    assert all(maps[r.name] is r.weights for r in maps.records)  # dict access by name still gives the array
+    assert maps.of_kind("cross")[-1].weights.shape == (1, 2, 4, 5)
+    one = maps.map_weights(lambda w: w[:, :1])
+    assert [r.kind for r in one.records] == [r.kind for r in maps.records] and one["encoder_block_0"].shape[1] == 1
+    with pytest.raises(ValueError, match="among"):
+        maps.of_kind("decoder")
+    classifier = TextClassifier(vocab_size=30, max_length=16, dim=16, depth=1, num_heads=2, mlp_dim=32, pool="cls")
+    assert keras_tfm.attention_maps(classifier, padded_ids([3], 5, 30)).records[0].prefix_tokens == 1
+    pooled = TextClassifier(vocab_size=30, max_length=16, dim=16, depth=1, num_heads=2, mlp_dim=32, pool="mean")
+    assert keras_tfm.attention_maps(pooled, padded_ids([3], 5, 30)).records[0].prefix_tokens == 0
+    vit = ViT(image_size=16, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    assert keras_tfm.attention_maps(vit, np.zeros((1, 16, 16, 3), "uint8")).records[0].prefix_tokens == 1
+
+
+def test_one_function_labels_queries_and_keys_of_every_kind():
+    source, target = ["a", "b", "c"], ["<s>", "x"]
+    assert query_key_tokens("encoder", (source, target)) == (source, source)
+    assert query_key_tokens("self", (source, target)) == (target, target)
+    assert query_key_tokens("cross", (source, target)) == (target, source)  # target queries over source keys
+    assert query_key_tokens("encoder", ["fine", "film"], prefix_tokens=1) == (["[CLS]", "fine", "film"],) * 2
+    assert query_key_tokens("encoder", ["[CLS]", "film"], prefix_tokens=1) == (["[CLS]", "film"],) * 2  # given once
+    assert query_key_tokens("self", None) == (None, None)
+    with pytest.raises(ValueError, match="kind='decoder'"):
+        query_key_tokens("decoder", source)
+
+
+def test_maps_given_without_records_are_encoder_maps():
+    weights = np.full((1, 2, 3, 3), 1 / 3, "float32")
+    assert [(r.name, r.kind) for r in as_records({"mine": weights})] == [("mine", "encoder")]
+    assert [r.name for r in as_records([weights, weights])] == ["layer_0", "layer_1"]
+    record = AttentionMap("x", "x", "cross", weights)
+    assert as_records([record]) == [record]
+    with pytest.raises(TypeError, match="Received: str"):
+        as_records("block_0")
+    with pytest.raises(ValueError, match="empty"):
+        as_records({})

@@ -64,7 +64,7 @@ def test_text_pictures_leave_out_a_padding_id_other_than_zero(tmp_path):
     ids = np.array([[4, 0, 7, 1, 1, 1], [5, 6, 1, 1, 1, 1]])  # 0 is a word here
     callback = AttentionMapCallback(ids, output_dir=tmp_path, tokens=[f"w{i}" for i in range(10)], padding_id=1)
     callback.set_model(classifier)
-    assert callback._text_words(6) == ["w4", "w0", "w7"]
+    assert callback._sample_tokens() == ["w4", "w0", "w7"]
     callback.draw(1)
     assert "epoch_001_tokens_1.png" in {os.path.basename(p) for p in callback.written}
 
