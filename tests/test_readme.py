@@ -1,4 +1,4 @@
-"""The README is executed: every Python block runs, and every shell command is run here or by CI.
+"""The README and the docs pages are executed: every Python block runs, every shell command is run here or by CI.
 
 Blocks that need data or a trained model say so in a comment; the test supplies small stand-ins (SETUP below,
 matched by a line of the block) and may shrink sizes for speed (SHRINK). A new block with undefined names
@@ -16,9 +16,13 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.S)
-SHELL_LINES = [line.strip() for block in re.findall(r"```bash\n(.*?)```", README, flags=re.S)
+PAGES = ["README.md", *sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").glob("*.md"))]
+TEXTS = {page: (ROOT / page).read_text(encoding="utf-8") for page in PAGES}
+README = TEXTS["README.md"]
+# (page, block) for every Python block of the README and the docs pages, in order.
+PAGE_BLOCKS = [(page, block) for page in PAGES for block in re.findall(r"```python\n(.*?)```", TEXTS[page], flags=re.S)]
+PYTHON_BLOCKS = [block for _, block in PAGE_BLOCKS]
+SHELL_LINES = [line.strip() for page in PAGES for block in re.findall(r"```bash\n(.*?)```", TEXTS[page], flags=re.S)
                for line in block.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 SETUP = {
@@ -84,19 +88,26 @@ def _setup_for(block):
     return "".join(code for key, code in SETUP.items() if key in block)
 
 
-@pytest.mark.parametrize("index", range(len(PYTHON_BLOCKS)))
-def test_python_block_runs(index, tmp_path, monkeypatch):
-    block = PYTHON_BLOCKS[index]
+@pytest.mark.parametrize("page, index", [(page, i) for page in PAGES
+                                          for i in range(sum(p == page for p, _ in PAGE_BLOCKS))])
+def test_python_block_runs(page, index, tmp_path, monkeypatch):
+    block = [block for p, block in PAGE_BLOCKS if p == page][index]
     for long, short in SHRINK.items():
         block = block.replace(long, short)
     monkeypatch.chdir(tmp_path)  # files a block writes (rollout.png, my_translator/) land here
     namespace = {"__name__": f"readme_block_{index}"}
-    exec(compile(_setup_for(block) + block, f"README.md python block {index}", "exec"), namespace)
+    exec(compile(_setup_for(block) + block, f"{page} python block {index}", "exec"), namespace)
+
+
+def test_docs_pages_have_code_that_runs():
+    """The pages the README links to are where the examples moved: each with Python blocks is executed above."""
+    assert {"docs/layers.md", "docs/models.md", "docs/text.md", "docs/explorer.md"} <= {p for p, _ in PAGE_BLOCKS}
+    assert len(README.splitlines()) <= 200
 
 
 def test_every_setup_entry_is_used():
     for key in SETUP:
-        assert any(key in block for block in PYTHON_BLOCKS), f"SETUP entry {key!r} matches no README block"
+        assert any(key in block for block in PYTHON_BLOCKS), f"SETUP entry {key!r} matches no README or docs block"
 
 
 def _without_environment(words):
