@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from keras_tfm.explorer import attention_html, save_attention_html, show_attention  # noqa: F401  (the HTML explorer)
+from keras_tfm.patch_grid import infer_grid
 
 HEAD_FUSIONS = ("mean", "max", "min")
 
@@ -115,19 +116,6 @@ def cosine_similarity(vectors):
     vectors = np.asarray(vectors, dtype="float64")
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
     return unit @ unit.T
-
-
-def infer_grid(num_patches, image_shape=None):
-    """The `(rows, columns)` patch grid for `num_patches` patches of an image of `image_shape` (H, W, ...)."""
-    if image_shape is not None:
-        height, width = image_shape[:2]
-        for rows in range(1, num_patches + 1):
-            if num_patches % rows == 0 and abs(rows / (num_patches // rows) - height / width) < 1e-6:
-                return rows, num_patches // rows
-    side = int(round(math.sqrt(num_patches)))
-    if side * side != num_patches:
-        raise ValueError(f"Cannot infer a patch grid for {num_patches} patches; pass `grid=(rows, columns)`.")
-    return side, side
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The attention explorer: the page's data (Python) and what a real browser shows (headless Chromium)."""
 
 import base64
+import io
 import json
 import os
 import pathlib
@@ -10,13 +11,15 @@ import types
 
 import keras
 import numpy as np
+import PIL.Image
 import pytest
 
 from keras_tfm import visualize
-from keras_tfm.attention_probe import attention_maps, iter_layers
+from keras_tfm.attention_probe import AttentionMap, AttentionMaps, attention_maps, iter_layers
 from keras_tfm.callbacks import AttentionMapCallback
 from keras_tfm.data import digits
-from keras_tfm.explorer import AttentionHistory, attention_html, save_attention_html, show_attention
+from keras_tfm.explorer import AttentionHistory, attention_html, data_path, save_attention_html, show_attention
+from keras_tfm.explorer._page import SCRIPT_FILES, read_part
 from keras_tfm.models import TextClassifier, ViT
 from tests.helpers import padded_ids, reverse_digits, small_reverser
 from tests.visualization.browser import Browser, png_pixels, why_no_browser
@@ -172,6 +175,92 @@ def test_bad_input_is_named():
     history = AttentionHistory().add(good)
     with pytest.raises(ValueError, match="layers and heads of the first"):
         history.add({"block_0": np.full((1, 3, 3, 3), 1 / 3)})
+
+
+def test_a_title_is_text_never_a_placeholder():
+    good = {"block_0": np.full((1, 2, 3, 3), 1 / 3, "float32")}
+    page = attention_html(good, title="{{style}} $x $title ${data} <b>&")
+    assert "<title>{{style}} $x $title ${data} &lt;b&gt;&amp;</title>" in page
+    assert "<h1>{{style}} $x $title ${data} &lt;b&gt;&amp;</h1>" in page
+    assert page.count("<style>") == 1 and page_data(page)["title"] == "{{style}} $x $title ${data} <b>&"
+
+
+def test_the_page_inlines_every_part_of_the_package():
+    page = attention_html({"block_0": np.full((1, 2, 3, 3), 1 / 3, "float32")})
+    assert read_part("explorer.css") in page
+    for name in SCRIPT_FILES:
+        assert read_part(name) in page, name
+    assert "$" not in read_part("page.html").replace("$title", "").replace("$style", "").replace(
+        "$script", "").replace("$data", "")  # no other placeholder for string.Template to trip on
+
+
+def test_labels_follow_the_records_kinds_not_the_layer_names():
+    rng = np.random.default_rng(0)
+    source, target = ["a", "b", "c"], ["x", "y"]
+    records = [AttentionMap("first", "first", "encoder", rng.dirichlet(np.ones(3), (1, 2, 3)).astype("float32")),
+               AttentionMap("second", "second", "self", rng.dirichlet(np.ones(2), (1, 2, 2)).astype("float32")),
+               AttentionMap("third", "second", "cross", rng.dirichlet(np.ones(3), (1, 2, 2)).astype("float32"))]
+    for maps in (AttentionMaps(records), records):
+        data = page_data(attention_html(maps, tokens=(source, target)))
+        assert [(layer["kind"], layer["queries"], layer["keys"]) for layer in data["layers"]] == [
+            ("encoder", source, source), ("self", target, target), ("cross", target, source)]
+        assert data["start"]["headLayer"] == 2  # the last cross-attention, found by its kind
+    plain = {record.name: record.weights for record in records}
+    with pytest.raises(ValueError, match="pass what `keras_tfm.attention_maps` returns"):
+        attention_html(plain, tokens=(source, target))
+
+
+def test_cls_goes_in_front_only_of_labels_one_short_of_a_map_with_a_class_token():
+    weights = np.full((1, 1, 4, 4), 1 / 4, "float32")
+    with_cls = AttentionMaps([AttentionMap("block_0", "block_0", "encoder", weights, prefix_tokens=1)])
+    layer = page_data(attention_html(with_cls, tokens=["a", "b", "c"]))["layers"][0]
+    assert layer["queries"] == layer["keys"] == ["[CLS]", "a", "b", "c"]
+    layer = page_data(attention_html(with_cls, tokens=["[CLS]", "a", "b", "c"]))["layers"][0]
+    assert layer["queries"] == ["[CLS]", "a", "b", "c"]  # labels that count it already stay as they are
+    layer = page_data(attention_html(with_cls, tokens=["p", "q", "r", "s"]))["layers"][0]
+    assert layer["queries"] == ["p", "q", "r", "s"]  # one label per position: the user's own
+    plain = {"block_0": weights}  # no record: nothing says a [CLS] was prepended
+    assert page_data(attention_html(plain, tokens=["a", "b", "c", "d"]))["layers"][0]["keys"] == ["a", "b", "c", "d"]
+
+
+def test_the_image_is_a_png_pillow_reads_back():
+    maps = {"block_0": np.full((1, 1, 5, 5), 1 / 5, "float32")}  # [CLS] + 2 x 2 patches
+    rng = np.random.default_rng(0)
+    for image, expected in (
+            (rng.integers(0, 256, (4, 4, 3)).astype("uint8"), None),
+            (rng.integers(0, 256, (4, 4, 4)).astype("uint8"), None),
+            (rng.random((4, 4, 1)), "gray"),
+            (rng.random((4, 4)) * 255, "gray")):
+        data = page_data(attention_html(maps, image=image))
+        decoded = np.asarray(PIL.Image.open(io.BytesIO(base64.b64decode(data["image"]["png"]))))
+        scale = 255 if image.max() <= 1 else 1  # floats in [0, 1] or in [0, 255]
+        pixels = image if image.dtype == np.uint8 else np.clip(np.rint(image * scale), 0, 255)
+        if expected == "gray":
+            pixels = np.repeat(pixels.reshape(4, 4, 1), 3, axis=-1)
+        assert decoded.shape == pixels.shape and np.array_equal(decoded, pixels.astype("uint8"))
+        assert (data["image"]["prefix"], data["image"]["rows"], data["image"]["columns"]) == (1, 2, 2)
+    with pytest.raises(ValueError, match="`image` must have shape"):
+        attention_html(maps, image=np.zeros((4, 4, 2)))
+
+
+def test_save_keeps_the_data_beside_the_page_for_resume(tmp_path):
+    rng = np.random.default_rng(1)
+    snapshot = lambda: {"block_0": rng.dirichlet(np.ones(3), (1, 2, 3)).astype("float32")}  # noqa: E731
+    history = AttentionHistory(tokens=["a", "b", "c"]).add(snapshot(), epoch=1).add(snapshot(), epoch=2)
+    page = tmp_path / "attention.html"
+    assert history.save(page) == page and data_path(page) == str(tmp_path / "attention.json")
+    assert json.loads(pathlib.Path(data_path(page)).read_text(encoding="utf-8")) == history.data()
+    assert page_data(page.read_text(encoding="utf-8")) == history.data()
+    page.write_text("not the page any more", encoding="utf-8")  # resume reads the data, never the HTML
+    again = AttentionHistory(tokens=["a", "b", "c"]).add(snapshot(), epoch=3)
+    assert again.resume(page) == 2 and again.epochs == ["1", "2", 3]
+    assert again.data()["maps"][:2] == history.data()["maps"]
+    other = AttentionHistory(tokens=["a", "b", "x"]).add(snapshot(), epoch=3)
+    assert other.resume(page) == 0  # other labels: another sample, start afresh
+    pathlib.Path(data_path(page)).write_text('{"layers": [', encoding="utf-8")  # cut off mid-write
+    assert AttentionHistory(tokens=["a", "b", "c"]).add(snapshot(), epoch=3).resume(page) == 0
+    assert AttentionHistory(tokens=["a", "b", "c"]).add(snapshot()).resume(tmp_path / "missing.html") == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["attention.html", "attention.json"]  # no partial files
 
 
 def test_save_attention_html_writes_the_page(tmp_path, text_case):
