@@ -23,7 +23,7 @@ Side by side in one process, one after another, on the same machine and the same
 
 The budget decides the epochs, for every model alike: the first epoch is timed, the epochs that still fit are
 planned from it, and training stops after them, or at the end of the epoch that passes the budget if epochs turn
-out slower (`recipes.common.TimeBudget`: an epoch estimated to end past the budget is not started, so a model
+out slower (`keras_tfm.callbacks.TimeBudget`: an epoch estimated to end past the budget is not started, so a model
 with long epochs may stop well before it; the budget counts `fit`, training and validation, not data loading or
 model building). The keras.io models keep
 their pages' constant learning rate, so only their number of epochs changes; ours re-plans its schedule. Both
@@ -106,7 +106,7 @@ if __name__ == "__main__":
     parse_args(sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ INFO/WARNING lines off
 
-from recipes import common  # noqa: E402  (first: it imports TensorFlow, quietly)
+from recipes import common  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402

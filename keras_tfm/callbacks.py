@@ -1,13 +1,15 @@
 """Callbacks that show what the attention is doing while `model.fit` runs."""
 
+import numbers
 import os
+import time
 
 import keras
 import numpy as np
 
 from keras_tfm import visualize
-from keras_tfm.attention_probe import attention_maps, iter_layers
-from keras_tfm.explorer import AttentionHistory
+from keras_tfm.attention_probe import attention_maps, query_key_tokens
+from keras_tfm.explorer import AttentionHistory, data_path
 from keras_tfm.layers import PatchEmbedding, TokenEmbedding
 
 KINDS = ("auto", "image", "text", "seq2seq")
@@ -156,10 +158,10 @@ class AttentionMapCallback(keras.callbacks.Callback):
         names = list(maps)
         prefix = f"epoch_{epoch:03d}"
         figures = getattr(self, f"_{self.kind}_figures")(maps, predicted)
-        last = names[-1]
-        query_tokens, key_tokens = self._head_tokens(last, maps[last])  # sample 0's real tokens: no padding drawn
-        figures.append((f"{last.replace('/', '-')}_heads", visualize.plot_attention_heads(
-            maps[last], query_tokens, key_tokens, title=f"{last}, epoch {epoch}, sample 0")))
+        last = maps.records[-1]
+        query_tokens, key_tokens = self._head_tokens(last)  # sample 0's real tokens: no padding drawn
+        figures.append((f"{last.name.replace('/', '-')}_heads", visualize.plot_attention_heads(
+            last.weights, query_tokens, key_tokens, title=f"{last.name}, epoch {epoch}, sample 0")))
         for name, figure in figures:
             path = os.path.join(self.output_dir, f"{prefix}_{name}.png")
             self.written.append(visualize.save_figure(figure, path))
@@ -176,11 +178,10 @@ class AttentionMapCallback(keras.callbacks.Callback):
         first = self._history is None
         if first:
             image = self.inputs[0] if self.kind == "image" else None
-            patch_embedding = self._patch_embedding()
-            prefix = None if image is None or patch_embedding is None else int(patch_embedding.class_token)
+            prefix = None if image is None else maps.records[-1].prefix_tokens
             self._history = AttentionHistory(tokens=self._explorer_tokens(maps), title=f"{self.model.name}: attention",
                                              image=image, num_prefix_tokens=prefix)
-            self.written.append(self.html_path)
+            self.written.extend([self.html_path, data_path(self.html_path)])  # the page, and its data for resume
         self._history.add(maps, epoch=epoch)
         if first:  # a run started again in the same folder: the page keeps the epochs drawn before
             self._history.resume(self.html_path)
@@ -188,37 +189,27 @@ class AttentionMapCallback(keras.callbacks.Callback):
 
     def _explorer_tokens(self, maps):
         """The first sample's token labels as the page wants them (None for images: positions are numbered)."""
+        if self.kind == "text":  # one sequence: "[CLS]" first where the model prepends one
+            return query_key_tokens("encoder", self._sample_tokens(), maps.records[0].prefix_tokens)[0]
+        return self._sample_tokens()
+
+    def _sample_tokens(self):
+        """The first sample's real tokens: a list (text), a `(source, target)` pair (seq2seq), None (images)."""
         if self.kind == "seq2seq":
             source, target = self._seq2seq_vocabularies()
             return _token_strings(self.inputs[0][0], source), _token_strings(self.inputs[1][0], target)
         if self.kind == "text":
-            return self._text_words(list(maps.values())[0].shape[-1])
+            return _token_strings(self.inputs[0], self.tokens, self.padding_id)
         return None
 
-    def _text_words(self, map_width):
-        """Sample 0's real words, after a "[CLS]" when the maps are one token wider than the ids (a class token)."""
-        words = _token_strings(self.inputs[0], self.tokens, self.padding_id)
-        return ["[CLS]"] + words if map_width == self.inputs.shape[1] + 1 else words
-
-    def _patch_embedding(self):
-        return next((layer for layer in iter_layers(self.model) if isinstance(layer, PatchEmbedding)), None)
-
-    def _head_tokens(self, name, weights):
-        """`(query_tokens, key_tokens)` of the first sample in the map `name`: its real tokens (with "[CLS]" where
-        the model prepends one). `(None, None)` (the whole map, numbered) for images, which have neither words nor
-        padding, and wherever the tokens do not fit the map."""
+    def _head_tokens(self, record):
+        """`(query_tokens, key_tokens)` of the first sample in the `AttentionMap` `record`: its real tokens (with
+        "[CLS]" where the model prepends one). `(None, None)` (the whole map, numbered) for images, which have
+        neither words nor padding, and wherever the tokens do not fit the map."""
         if self.kind == "image":
             return None, None
-        if self.kind == "text":
-            query_tokens = key_tokens = self._text_words(weights.shape[-1])
-        else:
-            source_vocabulary, target_vocabulary = self._seq2seq_vocabularies()
-            source = _token_strings(self.inputs[0][0], source_vocabulary)
-            target = _token_strings(self.inputs[1][0], target_vocabulary)
-            if name.endswith("cross_attention"):
-                query_tokens, key_tokens = target, source
-            else:
-                query_tokens = key_tokens = target if name.endswith("self_attention") else source
+        query_tokens, key_tokens = query_key_tokens(record.kind, self._sample_tokens(), record.prefix_tokens)
+        weights = record.weights
         if not 1 <= len(query_tokens) <= weights.shape[-2] or not 1 <= len(key_tokens) <= weights.shape[-1]:
             return None, None  # an all-padding sample, or a model whose maps are not over these tokens
         return query_tokens, key_tokens
@@ -237,8 +228,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
 
     def _image_figures(self, maps, predicted):
         rollout = visualize.attention_rollout(maps)
-        patch_embedding = self._patch_embedding()
-        prefix = int(patch_embedding.class_token) if patch_embedding is not None else 1
+        prefix = maps.records[-1].prefix_tokens  # 1 with a [CLS] token, 0 for a pooled ViT
         figures = []
         for i in range(min(len(self.inputs), self.max_samples)):
             title = None if predicted is None else f"predicted: {predicted[i]}"
@@ -247,9 +237,9 @@ class AttentionMapCallback(keras.callbacks.Callback):
         return figures
 
     def _text_figures(self, maps, predicted):
-        last = [m for m in maps.values() if m.shape[-1] == m.shape[-2]][-1]  # (batch, heads, tokens, tokens)
-        length = self.inputs.shape[1]
-        has_class_token = last.shape[-1] == length + 1
+        record = maps.of_kind("encoder")[-1]
+        last = record.weights  # (batch, heads, prefix + tokens, prefix + tokens)
+        has_class_token = record.prefix_tokens == 1 and last.shape[-1] == self.inputs.shape[1] + 1
         figures = []
         for i in range(min(len(self.inputs), self.max_samples)):
             words = _token_strings(self.inputs[i], self.tokens, self.padding_id)
@@ -265,27 +255,27 @@ class AttentionMapCallback(keras.callbacks.Callback):
         return figures
 
     def _seq2seq_figures(self, maps, predicted):
-        cross = [name for name in maps if name.endswith("cross_attention")]
+        cross = maps.of_kind("cross")
         if not cross:
             raise ValueError("kind='seq2seq' needs a model with DecoderBlock cross-attention.")
-        weights = maps[cross[-1]]  # (batch, heads, target_len, source_len)
+        weights = cross[-1].weights  # (batch, heads, target_len, source_len)
         source_vocabulary, target_vocabulary = self._seq2seq_vocabularies()
         source_ids, target_ids = self.inputs
         figures = []
         for i in range(min(len(source_ids), self.max_samples)):
             source = _token_strings(source_ids[i], source_vocabulary)
             target = _token_strings(target_ids[i], target_vocabulary)
-            figure = visualize.plot_alignment(source, target, weights[i].mean(0), title=f"{cross[-1]}")
+            figure = visualize.plot_alignment(source, target, weights[i].mean(0), title=cross[-1].name)
             figures.append((f"alignment_{i}", figure))
         return figures
 
     def _bertviz_arrays(self, maps):
         if self.kind != "seq2seq":
             return {f"layer_{j}": m[:1] for j, m in enumerate(maps.values())}
-        groups = {"encoder": [], "decoder": [], "cross": []}
-        for name, m in maps.items():
-            group = "cross" if name.endswith("cross_attention") else "decoder" if name.endswith("self_attention") else "encoder"
-            groups[group].append(m[:1])
+        groups = {"encoder": [], "decoder": [], "cross": []}  # BertViz' names for our kinds encoder, self, cross
+        for record in maps.records:
+            group = {"encoder": "encoder", "self": "decoder", "cross": "cross"}[record.kind]
+            groups[group].append(record.weights[:1])
         return {f"{group}_{j}": m for group, arrays in groups.items() for j, m in enumerate(arrays)}
 
     def _log_image(self, name, figure, epoch):
@@ -449,3 +439,93 @@ class TerminateOnNaN(keras.callbacks.Callback):
         print(f"TerminateOnNaN: the loss is {float(loss)} at {where}; training stopped.")
         self.stopped_at = (self._epoch, step)
         self.model.stop_training = True
+
+
+# A time budget: train as many epochs as fit, with a learning-rate schedule planned for exactly those epochs, so
+# that a one-hour run is a proper short schedule, not the first hour of a long one (the recipes' --time-budget).
+
+
+class TimeBudget(keras.callbacks.Callback):
+    """Trains for the whole epochs that fit in `minutes`, and plans `schedule` for them.
+
+    After the first epoch (of this `fit`), the epochs that still fit in the budget are estimated from its
+    duration; training is planned to end after them (at most `fit`'s `epochs`), and `schedule.plan` gets that
+    many steps, so the learning rate reaches 0 at the planned end. The budget counts `fit` from its start:
+    training and validation, not data loading or model building. The first training step, which traces and
+    compiles the step function, is left out of the estimate (its time is replaced by that of an average step);
+    validation's own tracing is not, so the estimate is on the safe side. An epoch estimated to end past the
+    budget is not started; if later epochs turn out slower, training stops sooner, at the end of the epoch that
+    passes the budget. The first epoch itself runs on the schedule made before (`--epochs` long), which only
+    makes its warm-up slower. A resumed run gets the whole budget again.
+
+    Args:
+        minutes: the budget, a positive number of minutes.
+        schedule: a `keras_tfm.schedules.PlannedWarmupCosine` (or anything with `plan(total_steps)`), or None to
+            only stop.
+        clock: a function returning seconds (tests pass a fake one).
+        verbose: whether to print the plan.
+
+    Example:
+
+    >>> schedule = keras_tfm.schedules.PlannedWarmupCosine(1e-3, total_steps=100 * steps_per_epoch)  # doctest: +SKIP
+    >>> model.compile(optimizer=keras.optimizers.AdamW(schedule), loss="mse")  # doctest: +SKIP
+    >>> model.fit(x, y, epochs=100, callbacks=[TimeBudget(60, schedule)])  # doctest: +SKIP
+    """
+
+    def __init__(self, minutes, schedule=None, clock=time.monotonic, verbose=True):
+        super().__init__()
+        if isinstance(minutes, bool) or not isinstance(minutes, numbers.Real) or not minutes > 0:
+            raise ValueError(f"`minutes` must be a positive number. Received: minutes={minutes!r}")
+        if schedule is not None and not callable(getattr(schedule, "plan", None)):
+            raise TypeError("`schedule` must have a `plan(total_steps)` method (a PlannedWarmupCosine) or be None. "
+                            f"Received: schedule={schedule!r}")
+        self.minutes = minutes
+        self.schedule = schedule
+        self.clock = clock
+        self.verbose = verbose
+        self.planned_epochs = None
+
+    async_safe = True  # it reads the clock only: Keras may run it on a helper thread, the step never waits
+
+    def on_train_begin(self, logs=None):
+        self.started = self.clock()
+        self.planned_epochs = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch_started = self.clock()
+        self.first = self.last = None  # (step index, time) of the first and the last finished step seen
+
+    def on_train_batch_end(self, batch, logs=None):
+        # With steps_per_execution = k this comes every k steps, with the last step's index; on a helper thread
+        # the calls may arrive out of order, hence min and max.
+        if self.planned_epochs is None:
+            seen = (batch, self.clock())
+            self.first = seen if self.first is None or batch < self.first[0] else self.first
+            self.last = seen if self.last is None or batch > self.last[0] else self.last
+
+    def on_epoch_end(self, epoch, logs=None):
+        now = self.clock()
+        elapsed, budget = now - self.started, 60.0 * self.minutes
+        if self.planned_epochs is None:
+            seconds = now - self.epoch_started
+            steps = self.last[0] + 1 if self.last else 1
+            if self.last and self.last[0] > self.first[0]:
+                # The first execution, with tracing and compilation, counted as an average one.
+                average_step = (self.last[1] - self.first[1]) / (self.last[0] - self.first[0])
+                seconds -= (self.first[1] - self.epoch_started) - average_step * (self.first[0] + 1)
+            seconds = max(seconds, 1e-9)
+            more = max(int((budget - elapsed) // seconds), 0)  # whole epochs of this length still fitting
+            most = self.params.get("epochs") if self.params else None
+            self.planned_epochs = min(epoch + 1 + more, most) if most else epoch + 1 + more
+            if self.schedule is not None:
+                self.schedule.plan(self.planned_epochs * steps)
+                if keras.backend.backend() == "jax" and getattr(self.model, "jit_compile", False):
+                    # A jitted JAX step receives only the model's, optimizer's and metrics' variables; it read
+                    # the schedule's planned length as a constant when it was traced. Trace it again (once).
+                    self.model.make_train_function(force=True)
+            if self.verbose:
+                print(f"time budget {self.minutes:g} min: {elapsed:.0f} s used by the first epoch, about "
+                      f"{seconds:.0f} s per epoch from now on, so training is planned for {self.planned_epochs} "
+                      f"epochs of {steps} steps")
+        if elapsed >= budget or epoch + 1 >= self.planned_epochs:
+            self.model.stop_training = True

@@ -1,6 +1,6 @@
 """`keras_tfm.load_model`: a saved keras_tfm model (or a recipe's run folder) back, with clear errors.
 
-`keras.saving.load_model` finds our classes only once `keras_tfm` has been imported (that registers them), and
+`keras.saving.load_model` finds our classes only once the parts of keras_tfm defining them are imported, and
 reports a truncated `.keras` file as "File not found". This loads from the package itself, so everything a
 keras_tfm model refers to (layers, models, losses, metrics, schedules) is registered, and it names the problem:
 a missing file, a folder without a model, a file that is not a whole `.keras` archive.

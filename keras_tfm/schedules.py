@@ -60,7 +60,7 @@ class PlannedWarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
     The number of steps is a Keras variable that the schedule reads at every step, so a new plan reaches the
     compiled training step (a Python number would be frozen into it when it is traced) on TensorFlow, with or
     without XLA, on PyTorch, and on JAX without `jit_compile`. A jitted JAX step sees only the model's and the
-    optimizer's variables, so there the step must be traced again after a new plan (`recipes.common.TimeBudget`
+    optimizer's variables, so there the step must be traced again after a new plan (`keras_tfm.callbacks.TimeBudget`
     does). Warm-up is
     `warmup_fraction` of the planned steps, then cosine decay to 0 at the last planned step; past it, 0.
 

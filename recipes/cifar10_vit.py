@@ -1,10 +1,10 @@
 """Train a Vision Transformer on CIFAR-10 from scratch (or fine-tune pretrained ViT weights) and look at its attention.
 
 The images are cut into 4x4 patches (64 tokens + [CLS]); augmentation runs in tf.data on the CPU while the
-model trains. 5,000 of the 50,000 training images are held out (stratified, seeded; `--validation-images`) and
-validate every epoch; the test images are scored once, after training. The run then holds the test accuracy
-(summary.json), a confusion matrix, and attention rollout overlays showing which patches the [CLS] token drew on
-for fixed test images.
+model trains. 10% of the training images, at most 5,000 (5,000 of CIFAR-10's 50,000), are held out (stratified,
+seeded; `--validation-images`) and validate every epoch; the test images are scored once, after training. The
+run then holds the test accuracy (summary.json), a confusion matrix, and attention rollout overlays showing which
+patches the [CLS] token drew on for fixed test images.
 
     python -m recipes.cifar10_vit --randaugment --mixup --cutmix   # the >= 90% run: 100 epochs, one GPU
     python -m recipes.cifar10_vit                                  # crop + flip only
@@ -51,12 +51,14 @@ import os
 import sys
 import time
 
+from keras_tfm.presets import VIT_PRESETS  # plain Python: read before TensorFlow loads
 from recipes import flags
 
-PRESETS = ("ViT-B/16", "ViT-B/32", "ViT-H/14", "ViT-L/16", "ViT-L/32", "ViT-S/16", "ViT-Ti/16",  # VIT_PRESETS
-           "base", "cifar10_cpu", "small", "tiny")
-# The patch size of each preset: the paper's names end in it; the small presets all use 4x4 patches.
-PATCH_SIZES = {name: int(name.split("/")[1]) if "/" in name else 4 for name in PRESETS}
+PRESETS = tuple(sorted(VIT_PRESETS))
+PATCH_SIZES = {name: preset["patch_size"] for name, preset in VIT_PRESETS.items()}
+# Held out for validation unless --validation-images says otherwise: this share of the training images, at most
+# this many (CIFAR-10: 5,000 of 50,000).
+VALIDATION_SHARE, MOST_VALIDATION_IMAGES = 0.1, 5000
 
 # Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
 MODEL_FLAGS = ("preset", "patch_size", "image_size", "pretrained")
@@ -95,9 +97,10 @@ def parse_args(argv):
                         help="use only N training images")
     parser.add_argument("--test-samples", type=flags.positive_int, default=None, metavar="N",
                         help="use only N test images")
-    parser.add_argument("--validation-images", type=flags.non_negative_int, default=5000, metavar="N",
+    parser.add_argument("--validation-images", type=flags.non_negative_int, default=None, metavar="N",
                         help="hold out N training images (stratified, drawn with --seed) to validate on every epoch; "
-                             "0 = no validation. The test images are only scored once, after training")
+                             "0 = no validation; default: 10%% of the training images, at most 5,000 (CIFAR-10: "
+                             "5,000 of 50,000). The test images are only scored once, after training")
     parser.add_argument("--time-budget", type=flags.positive_float, default=None, metavar="MINUTES",
                         help="train for about MINUTES: the epochs that fit are estimated from the first one, the "
                              "learning-rate schedule is planned for them, and training stops after them (or at the "
@@ -106,7 +109,8 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.quick:
         args.epochs, args.train_samples, args.test_samples = 1, 384, 128
-        args.validation_images = min(args.validation_images, 64)
+        if args.validation_images is not None:
+            args.validation_images = min(args.validation_images, 64)
     args.preset = args.preset or ("tiny" if args.quick else "small")
     patch_size = args.patch_size or PATCH_SIZES[args.preset]
     if args.image_size % patch_size:
@@ -120,15 +124,16 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common, runs  # noqa: E402  (first: it imports TensorFlow, quietly)
+from recipes import common, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_tfm import visualize  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
-from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
+from keras_tfm.callbacks import AttentionMapCallback, TimeBudget  # noqa: E402
 from keras_tfm.data import cifar10  # noqa: E402
 from keras_tfm.models import ViT, load_vit_weights  # noqa: E402
+from keras_tfm.schedules import PlannedWarmupCosine  # noqa: E402
 
 
 def build_model(args, num_classes):
@@ -145,6 +150,28 @@ def build_model(args, num_classes):
     return model
 
 
+def validation_count(args, training_images):
+    """How many of the `training_images` to hold out: `--validation-images`, or VALIDATION_SHARE of them, at most
+    MOST_VALIDATION_IMAGES (and at most 64 with `--quick`).
+
+    Args:
+        args: the parsed flags.
+        training_images: the number of training images before the hold-out.
+
+    Returns:
+        The number to hold out (an int >= 0).
+
+    Example:
+
+    >>> validation_count(parse_args([]), 60)
+    6
+    """
+    if args.validation_images is not None:
+        return args.validation_images
+    held = min(int(training_images * VALIDATION_SHARE), MOST_VALIDATION_IMAGES)
+    return min(held, 64) if args.quick else held
+
+
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
     started = time.time()
@@ -155,11 +182,15 @@ def main(argv=None, extra_callbacks=()):
     with common.exit_when_data_unavailable():
         train, test, class_names = cifar10.load(args.data_dir, args.image_dir, download=download, seed=args.seed,
                                                    skip_unreadable=args.skip_bad_images)
+        training_images = cifar10.num_examples(train)
+        args.validation_images = validation_count(args, training_images)  # summary.json records the number
         try:
             train, (validation_images, validation_labels) = cifar10.holdout(train, args.validation_images, args.seed)
         except ValueError as error:  # more held out than there are images: a usage error, not a traceback
             print(f"error: --validation-images {args.validation_images}: {error}", file=sys.stderr)
             raise SystemExit(2) from None
+    print(f"validation: {args.validation_images:,} of the {training_images:,} training images held out "
+          f"({args.validation_images / training_images:.0%})")
     if args.train_samples:
         train = train.take(args.train_samples)
     test_images, test_labels = cifar10.to_arrays(test.take(args.test_samples) if args.test_samples else test)
@@ -180,7 +211,7 @@ def main(argv=None, extra_callbacks=()):
     with common.strategy_scope(strategy):
         model = build_model(args, num_classes)
         # A time budget re-plans the schedule after the first epoch; the schedule is otherwise the same.
-        schedule = common.PlannedWarmupCosine(args.learning_rate, steps, args.warmup_fraction) if args.time_budget else None
+        schedule = PlannedWarmupCosine(args.learning_rate, steps, args.warmup_fraction) if args.time_budget else None
         optimizer = common.adamw(args, steps, model=model, schedule=schedule)  # no decay: ViT.no_weight_decay()
         model.compile(
             optimizer=optimizer,
@@ -194,7 +225,7 @@ def main(argv=None, extra_callbacks=()):
                                        args.image_size))
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), kind="image",
                                      class_names=class_names, every_n_epochs=max(1, args.epochs // 10), html=True)]
-    budget = [common.TimeBudget(args.time_budget, schedule)] if args.time_budget else []
+    budget = [TimeBudget(args.time_budget, schedule)] if args.time_budget else []
     extra = budget + (pictures if args.attention_maps else []) + list(extra_callbacks)
     callbacks = common.standard_callbacks(output_dir, extra)
     fit_started = time.time()

@@ -1,6 +1,9 @@
-"""Shared plumbing for the recipes: output folder, distribution, schedules, callbacks, and the files a
-finished run leaves behind (the flags are in `recipes.flags`, which parses them before TensorFlow loads). Each recipe reads top to bottom (args -> data -> model -> fit -> evaluate ->
-pictures) and calls these helpers for everything that is the same between recipes.
+"""Shared plumbing for the recipes: the run folder, distribution, optimizer options, the standard callbacks, and
+the files a finished run leaves behind. The flags are in `recipes.flags`, which parses them before TensorFlow
+loads. What a saved model or your own training needs is library code, in `keras_tfm`: the time budget
+(`keras_tfm.callbacks.TimeBudget`), its learning-rate schedule (`keras_tfm.schedules.PlannedWarmupCosine`) and
+the multi-worker strategy (`keras_tfm.distribute`). Each recipe reads top to bottom (args -> data -> model -> fit
+-> evaluate -> pictures) and calls these helpers for everything that is the same between recipes.
 
 A run writes into `runs/<recipe>/<timestamp>/` (or `--output-dir`):
 
@@ -26,41 +29,19 @@ import os
 import shutil
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
+import keras
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-def _import_tensorflow_quietly():
-    """Imports TensorFlow with file descriptor 2 pointed at /dev/null: its C++ start-up lines (absl, oneDNN, CUDA
-    probing) bypass Python and `TF_CPP_MIN_LOG_LEVEL`. Python errors still surface after the import."""
-    if "tensorflow" in sys.modules or os.environ.get("KERAS_TFM_SHOW_TF_LOGS"):
-        return
-    sys.stderr.flush()
-    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 2)
-    try:
-        import tensorflow as tf
-
-        tf.config.list_physical_devices()  # the CUDA probe logs here, once
-    except ImportError:
-        pass  # another Keras backend without TensorFlow: nothing to quiet
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(null)
-
-
-_import_tensorflow_quietly()
-
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from keras_tfm import schedules  # noqa: E402
-from keras_tfm.callbacks import TerminateOnNaN  # noqa: E402
-from keras_tfm.data import DataUnavailable  # noqa: E402
-from recipes import runs  # noqa: E402
-from recipes.flags import DISTRIBUTE  # noqa: E402
+from keras_tfm.callbacks import TerminateOnNaN, TimeBudget  # noqa: F401  (TimeBudget: recipes.common.TimeBudget too)
+from keras_tfm.data import DataUnavailable
+from keras_tfm.distribute import MultiWorkerMirroredStrategy
+from keras_tfm.schedules import PlannedWarmupCosine  # noqa: F401  (recipes.common.PlannedWarmupCosine, as before)
+from recipes import runs
+from recipes.flags import DISTRIBUTE
 
 
 def _hide_gpus_from_tensorflow():
@@ -156,34 +137,12 @@ def distribution_strategy(name):
         # on a laptop with `tf.config.set_logical_device_configuration`.
         devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
         return tf.distribute.MirroredStrategy([device.name for device in devices])
-    strategy = _multi_worker_strategy_class(tf)()  # the cluster comes from the TF_CONFIG environment variable
+    # TensorFlow's, with the reductions Keras 3 needs (keras_tfm.distribute); the cluster comes from TF_CONFIG.
+    strategy = MultiWorkerMirroredStrategy()
     if not strategy.extended.should_checkpoint:  # the chief (or worker 0 without one) alone keeps the run
         resolver = strategy.cluster_resolver
         _non_chief_worker = (resolver.task_type, resolver.task_id)
     return strategy
-
-
-def _multi_worker_strategy_class(tf):
-    """`tf.distribute.MultiWorkerMirroredStrategy` with the two reductions Keras 3's TensorFlow trainer asks of
-    it, which the original rejects as soon as there is more than one worker:
-
-    * `fit` reduces a whole `(inputs, targets)` batch (only to learn its shapes); the original reduces a single
-      value, and fails with "Attempt to convert a value (PerReplica:{...}) ... to a Tensor";
-    * every step averages the logged loss and metrics with `axis=0`, which a scalar does not have ("Invalid
-      reduction dimension 0 for input with 0 dimensions"); a scalar is averaged over the replicas only.
-    """
-
-    class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
-        def reduce(self, reduce_op, value, axis=None):
-            reduce_one = super().reduce
-
-            def one(part):
-                rank = self.experimental_local_results(part)[0].shape.rank
-                return reduce_one(reduce_op, part, axis=None if rank == 0 else axis)
-
-            return tf.nest.map_structure(one, value)
-
-    return MultiWorkerMirroredStrategy
 
 
 def is_tf_distribute(strategy):
@@ -240,17 +199,9 @@ def _global_batches(strategy, x, y, batch_size, shuffle_seed=None):
     return sharded(dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE), strategy)
 
 
-class _NoScope:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 def strategy_scope(strategy):
     """`strategy.scope()`, or a do-nothing context without a strategy."""
-    return strategy.scope() if strategy is not None else _NoScope()
+    return strategy.scope() if strategy is not None else nullcontext()
 
 
 def setup(args):
@@ -478,87 +429,3 @@ def exit_when_data_unavailable():
     except DataUnavailable as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-
-
-# --------------------------------------------------------------------------------------------------------------
-# A time budget (`--time-budget MINUTES`): train as many epochs as fit, with a learning-rate schedule planned for
-# exactly those epochs, so that a one-hour run is a proper short schedule, not the first hour of a long one.
-
-
-PlannedWarmupCosine = schedules.PlannedWarmupCosine  # in the library: a saved model's optimizer refers to it
-
-
-class TimeBudget(keras.callbacks.Callback):
-    """Trains for the whole epochs that fit in `minutes`, and plans `schedule` for them.
-
-    After the first epoch (of this `fit`), the epochs that still fit in the budget are estimated from its
-    duration; training is planned to end after them (at most `fit`'s `epochs`), and `schedule.plan` gets that
-    many steps, so the learning rate reaches 0 at the planned end. The budget counts `fit` from its start:
-    training and validation, not data loading or model building. The first training step, which traces and
-    compiles the step function, is left out of the estimate (its time is replaced by that of an average step);
-    validation's own tracing is not, so the estimate is on the safe side. An epoch estimated to end past the
-    budget is not started; if later epochs turn out slower, training stops sooner, at the end of the epoch that
-    passes the budget. The first epoch itself runs on the schedule made before (`--epochs` long), which only
-    makes its warm-up slower. A resumed run gets the whole budget again.
-
-    Args:
-        minutes: the budget.
-        schedule: a `PlannedWarmupCosine` (or anything with `plan(total_steps)`), or None to only stop.
-        clock: a function returning seconds (tests pass a fake one).
-        verbose: whether to print the plan.
-    """
-
-    def __init__(self, minutes, schedule=None, clock=time.monotonic, verbose=True):
-        super().__init__()
-        if not minutes > 0:
-            raise ValueError(f"`minutes` must be a positive number. Received: minutes={minutes!r}")
-        self.minutes = minutes
-        self.schedule = schedule
-        self.clock = clock
-        self.verbose = verbose
-        self.planned_epochs = None
-
-    async_safe = True  # it reads the clock only: Keras may run it on a helper thread, the step never waits
-
-    def on_train_begin(self, logs=None):
-        self.started = self.clock()
-        self.planned_epochs = None
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.epoch_started = self.clock()
-        self.first = self.last = None  # (step index, time) of the first and the last finished step seen
-
-    def on_train_batch_end(self, batch, logs=None):
-        # With steps_per_execution = k this comes every k steps, with the last step's index; on a helper thread
-        # the calls may arrive out of order, hence min and max.
-        if self.planned_epochs is None:
-            seen = (batch, self.clock())
-            self.first = seen if self.first is None or batch < self.first[0] else self.first
-            self.last = seen if self.last is None or batch > self.last[0] else self.last
-
-    def on_epoch_end(self, epoch, logs=None):
-        now = self.clock()
-        elapsed, budget = now - self.started, 60.0 * self.minutes
-        if self.planned_epochs is None:
-            seconds = now - self.epoch_started
-            steps = self.last[0] + 1 if self.last else 1
-            if self.last and self.last[0] > self.first[0]:
-                # The first execution, with tracing and compilation, counted as an average one.
-                average_step = (self.last[1] - self.first[1]) / (self.last[0] - self.first[0])
-                seconds -= (self.first[1] - self.epoch_started) - average_step * (self.first[0] + 1)
-            seconds = max(seconds, 1e-9)
-            more = max(int((budget - elapsed) // seconds), 0)  # whole epochs of this length still fitting
-            most = self.params.get("epochs") if self.params else None
-            self.planned_epochs = min(epoch + 1 + more, most) if most else epoch + 1 + more
-            if self.schedule is not None:
-                self.schedule.plan(self.planned_epochs * steps)
-                if keras.backend.backend() == "jax" and getattr(self.model, "jit_compile", False):
-                    # A jitted JAX step receives only the model's, optimizer's and metrics' variables; it read
-                    # the schedule's planned length as a constant when it was traced. Trace it again (once).
-                    self.model.make_train_function(force=True)
-            if self.verbose:
-                print(f"time budget {self.minutes:g} min: {elapsed:.0f} s used by the first epoch, about "
-                      f"{seconds:.0f} s per epoch from now on, so training is planned for {self.planned_epochs} "
-                      f"epochs of {steps} steps")
-        if elapsed >= budget or epoch + 1 >= self.planned_epochs:
-            self.model.stop_training = True

@@ -1,7 +1,8 @@
 """The recipes' command-line flags: argparse only, no TensorFlow.
 
 A recipe parses its flags with these before it imports TensorFlow, so `--help` and a mistyped flag answer in
-a fraction of a second instead of after the several seconds TensorFlow takes to load.
+a fraction of a second instead of after the several seconds TensorFlow takes to load. Once they are parsed,
+`parse_early` imports TensorFlow with its C++ start-up lines silenced (`import_tensorflow_quietly`).
 """
 
 import argparse
@@ -102,3 +103,35 @@ def parse_early(parse_args, argv):
     and flag errors answer at once. `parse_args` itself must need nothing but argparse and these types."""
     parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ INFO/WARNING lines off
+    import_tensorflow_quietly()
+
+
+def import_tensorflow_quietly():
+    """Imports TensorFlow with file descriptor 2 pointed at /dev/null, when a recipe starts (`parse_early`).
+
+    Some of its C++ start-up lines (absl's "All log messages before absl::InitializeLog()", the CUDA probe's)
+    bypass both Python and `TF_CPP_MIN_LOG_LEVEL`. Python errors still surface after the import. Nothing is
+    hidden when TensorFlow is already imported, or when the environment sets `KERAS_TFM_SHOW_TF_LOGS`; without
+    TensorFlow installed (another Keras backend) there is nothing to quiet.
+
+    Example:
+
+    >>> import_tensorflow_quietly()  # doctest: +SKIP
+    >>> "tensorflow" in sys.modules  # doctest: +SKIP
+    True
+    """
+    if "tensorflow" in sys.modules or os.environ.get("KERAS_TFM_SHOW_TF_LOGS"):
+        return
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    try:
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()  # the CUDA probe logs here, once
+    except ImportError:
+        pass  # another Keras backend without TensorFlow: nothing to quiet
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)

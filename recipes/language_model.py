@@ -15,9 +15,10 @@ import os
 import sys
 import time
 
+from keras_tfm.presets import LANGUAGE_MODEL_PRESETS  # plain Python: read before TensorFlow loads
 from recipes import flags
 
-PRESETS = ("shakespeare_char", "shakespeare_char_cpu", "tiny")  # keras_tfm.models.LANGUAGE_MODEL_PRESETS
+PRESETS = tuple(sorted(LANGUAGE_MODEL_PRESETS))
 
 # Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
 MODEL_FLAGS = ("tokenizer", "vocab_size", "preset", "text_file")
@@ -61,14 +62,14 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common, runs  # noqa: E402  (first: it imports TensorFlow, quietly)
+from recipes import common, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_tfm import load_model, visualize  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.data import text_corpus  # noqa: E402
-from keras_tfm.models import LANGUAGE_MODEL_PRESETS, TransformerLM  # noqa: E402
+from keras_tfm.models import TransformerLM  # noqa: E402
 from keras_tfm.text import SubwordTokenizer  # noqa: E402
 from keras_tfm.text.tokenizer import END  # noqa: E402
 

@@ -22,9 +22,10 @@ import os
 import sys
 import time
 
+from keras_tfm.presets import TEXT_CLASSIFIER_PRESETS  # plain Python: read before TensorFlow loads
 from recipes import flags
 
-PRESETS = ("base", "small", "tiny")  # keras_tfm.models.TEXT_CLASSIFIER_PRESETS, shared with MaskedLanguageModel
+PRESETS = tuple(sorted(TEXT_CLASSIFIER_PRESETS))  # shared with MaskedLanguageModel
 ENCODER_FILE, VOCABULARY_FILE = "model.keras", "vocabulary.txt"
 
 # Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
@@ -59,7 +60,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common, runs  # noqa: E402  (first: it imports TensorFlow, quietly)
+from recipes import common, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 

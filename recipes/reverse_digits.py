@@ -16,10 +16,11 @@ import os
 import sys
 import time
 
+from keras_tfm.data.digits import TASKS  # plain NumPy and keras_tfm.presets: read before TensorFlow loads
+from keras_tfm.presets import SEQ2SEQ_PRESETS
 from recipes import flags
 
-TASKS = ("reverse", "copy", "sort")  # keras_tfm.data.digits.TASKS
-PRESETS = ("base", "small", "tiny")  # keras_tfm.models.SEQ2SEQ_PRESETS
+PRESETS = tuple(sorted(SEQ2SEQ_PRESETS))
 
 # Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
 MODEL_FLAGS = ("task", "max_digits", "preset")
@@ -44,7 +45,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common, runs  # noqa: E402  (first: it imports TensorFlow, quietly)
+from recipes import common, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 

@@ -26,9 +26,10 @@ import os
 import sys
 import time
 
+from keras_tfm.presets import SEQ2SEQ_PRESETS  # plain Python: read before TensorFlow loads
 from recipes import flags
 
-PRESETS = ("base", "small", "tiny")  # keras_tfm.models.SEQ2SEQ_PRESETS
+PRESETS = tuple(sorted(SEQ2SEQ_PRESETS))
 TOKENIZERS = ("unigram", "bpe")  # keras_tfm.text.MODEL_TYPES
 
 # Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
@@ -89,7 +90,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common, runs  # noqa: E402  (first: it imports TensorFlow, quietly)
+from recipes import common, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 
 from keras_tfm import visualize  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402

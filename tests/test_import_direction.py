@@ -15,14 +15,17 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_tfm"
 ALLOWED = {
     "layers": {"layers"},
     "metrics": set(),
-    "models": {"layers", "metrics", "models"},
+    "models": {"layers", "metrics", "models", "presets"},
     "attention_probe": {"layers"},
-    "explorer": set(),
-    "visualize": {"explorer"},
+    "explorer": {"explorer", "attention_probe", "patch_grid"},  # the package's parts; the records; infer_grid
+    "visualize": {"explorer", "patch_grid"},
+    "patch_grid": set(),
     "callbacks": {"layers", "attention_probe", "visualize", "explorer"},
     "text": {"layers", "models", "attention_probe", "text", "data"},  # data: the IMDB standardiser
     "data": {"data"},
     "schedules": set(),
+    "presets": set(),  # plain dicts: the recipes read them before Keras loads
+    "distribute": set(),
     "saving": {"layers", "metrics", "models", "callbacks", "text", "schedules"},  # registers all a file may name
     "__init__": {"layers", "metrics", "models", "attention_probe", "visualize", "callbacks", "text", "data",
                  "schedules", "saving"},

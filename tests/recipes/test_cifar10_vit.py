@@ -4,18 +4,29 @@ flags). The data module's own tests are in tests/data/test_cifar10.py."""
 import csv
 import json
 import os
+import subprocess
+import sys
+import threading
 
 import pytest
 
 from recipes import cifar10_vit
 from tests.data.samples import write_image_folder
+from tests.recipes.saved_models import KeepModel
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.slow
-def test_quick_run_on_an_image_folder_writes_every_promised_file(tmp_path, capsys):
+def test_quick_run_on_an_image_folder_writes_every_promised_file(tmp_path, capsys, loads_without_recipes):
     images = write_image_folder(tmp_path / "cifar", train_per_class=10)
     run = tmp_path / "run"
-    summary = cifar10_vit.main(["--quick", "--image-dir", str(images), "--output-dir", str(run)])
+    keep = KeepModel()
+    # --time-budget: the optimizer's schedule is a PlannedWarmupCosine, saved in model.keras with it.
+    summary = cifar10_vit.main(["--quick", "--image-dir", str(images), "--output-dir", str(run), "--time-budget",
+                                "30"], extra_callbacks=[keep])
+    found = loads_without_recipes(run / "model.keras", keep.trained)  # where only keras_tfm is installed
+    assert found["schedule"] == "PlannedWarmupCosine"
 
     for name in ("model.keras", "history.csv", "curves.png", "summary.json", "confusion_matrix.png"):
         assert (run / name).is_file(), name
@@ -29,12 +40,13 @@ def test_quick_run_on_an_image_folder_writes_every_promised_file(tmp_path, capsy
     with open(run / "summary.json") as file:
         assert json.load(file)["metrics"] == summary["metrics"]
     assert 0.0 <= summary["metrics"]["test_accuracy"] <= 1.0
-    assert 0.0 <= summary["metrics"]["validation_accuracy"] <= 1.0  # on 64 held-out training images
-    assert summary["flags"]["preset"] == "tiny" and summary["flags"]["validation_images"] == 64
+    assert 0.0 <= summary["metrics"]["validation_accuracy"] <= 1.0  # on 10 held-out training images (10%)
+    assert summary["flags"]["preset"] == "tiny" and summary["flags"]["validation_images"] == 10
     with open(run / "history.csv") as file:
         assert "val_accuracy" in next(csv.DictReader(file))
     out = capsys.readouterr().out
     assert "test accuracy" in out and f"(open in a browser): {run / 'attention' / 'attention.html'}" in out
+    assert "validation: 10 of the 100 training images held out (10%)" in out
 
 
 def test_no_data_prints_how_to_provide_it_and_exits_with_status_2(tmp_path, capsys):
@@ -76,7 +88,10 @@ def test_bad_flags_are_usage_errors(capsys):
 def test_defaults_and_quick():
     args = cifar10_vit.parse_args([])
     assert (args.preset, args.epochs, args.label_smoothing, args.image_size) == ("small", 100, 0.1, 32)
-    assert (args.validation_images, args.time_budget) == (5000, None)
+    assert (args.validation_images, args.time_budget) == (None, None)  # None: a share of the training images
+    assert [cifar10_vit.validation_count(args, n) for n in (50_000, 60_000, 60, 5)] == [5000, 5000, 6, 0]
+    assert cifar10_vit.validation_count(cifar10_vit.parse_args(["--validation-images", "7"]), 60) == 7
+    assert cifar10_vit.validation_count(cifar10_vit.parse_args(["--quick"]), 50_000) == 64
     assert (args.randaugment, args.mixup, args.cutmix) == (0.0, 0.0, 0.0)
     args = cifar10_vit.parse_args(["--quick", "--randaugment", "--mixup", "--cutmix", "0.5"])
     assert (args.preset, args.epochs, args.randaugment, args.mixup, args.cutmix) == ("tiny", 1, 0.5, 0.8, 0.5)
@@ -148,3 +163,26 @@ def test_without_data_or_network_the_recipe_answers_at_once(network_unreachable,
     assert "cannot connect to www.cs.toronto.edu" in message and "--image-dir" in message
     assert len(network_unreachable.connections) <= 1 and network_unreachable.downloads == []
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_by_default_a_tenth_of_the_training_images_validate_and_the_start_says_so(tmp_path):
+    # The command as a user types it; stopped once the start has printed the hold-out (the run itself is not
+    # the point, and a 3-minute budget would take 3 minutes).
+    images = write_image_folder(tmp_path / "cifar", train_per_class=6, test_per_class=1)  # 60 training images
+    command = [sys.executable, "-m", "recipes.cifar10_vit", "--image-dir", str(images), "--time-budget", "3",
+               "--output-dir", str(tmp_path / "run")]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    lines, watchdog = [], threading.Timer(300, process.kill)  # a hung start fails the test instead of CI
+    watchdog.start()
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            if line.startswith("validation:") or line.startswith("Epoch"):
+                break
+    finally:
+        watchdog.cancel()
+        process.kill()
+        process.wait(timeout=60)
+    assert "validation: 6 of the 60 training images held out (10%)\n" in lines, "".join(lines)

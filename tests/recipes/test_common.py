@@ -9,9 +9,11 @@ import keras
 import numpy as np
 import pytest
 
+from keras_tfm.callbacks import TimeBudget
 from keras_tfm.data import digits
 from keras_tfm.models import LANGUAGE_MODEL_PRESETS, SEQ2SEQ_PRESETS, TEXT_CLASSIFIER_PRESETS, VIT_PRESETS
 from keras_tfm.models.text_classifier import POOLS
+from keras_tfm.schedules import PlannedWarmupCosine
 from keras_tfm.text import MODEL_TYPES
 from recipes import (cifar10_vit, common, experiments, flags, imdb_classifier, language_model, pretrain_text,
                      reverse_digits, translate)
@@ -23,7 +25,8 @@ MINIMAL_ARGUMENTS = {"experiments": ["all"], "pretrain_text": ["--text-file", "c
 
 
 def test_the_recipes_flag_choices_are_the_librarys_names():
-    # The recipes spell these out so that they can parse flags before TensorFlow loads; they must not drift.
+    # Presets and tasks come from keras_tfm's Keras-free modules (keras_tfm.presets, keras_tfm.data.digits). The
+    # pools and tokenizer types are still spelled out in the recipes (their modules import Keras): they must not drift.
     assert reverse_digits.TASKS == digits.TASKS
     assert reverse_digits.PRESETS == translate.PRESETS == tuple(sorted(SEQ2SEQ_PRESETS))
     assert imdb_classifier.PRESETS == pretrain_text.PRESETS == tuple(sorted(TEXT_CLASSIFIER_PRESETS))
@@ -166,14 +169,14 @@ def test_progress_is_a_bar_on_a_terminal_and_one_line_per_epoch_otherwise(monkey
 
 
 def test_planned_warmup_cosine_is_warmup_cosine_until_replanned():
-    schedule = common.PlannedWarmupCosine(1.0, total_steps=100, warmup_fraction=0.1)
+    schedule = PlannedWarmupCosine(1.0, total_steps=100, warmup_fraction=0.1)
     reference = common.warmup_cosine(1.0, total_steps=100, warmup_fraction=0.1)
     for step in (0, 5, 10, 30, 55, 99, 100, 150):
         np.testing.assert_allclose(float(schedule(step)), float(reference(step)), atol=1e-6)
     schedule.plan(20)
     values = [float(schedule(step)) for step in (0, 1, 2, 11, 20, 40)]
     np.testing.assert_allclose(values, [0.0, 0.5, 1.0, 0.5, 0.0, 0.0], atol=1e-6)
-    restored = common.PlannedWarmupCosine.from_config(schedule.get_config())
+    restored = PlannedWarmupCosine.from_config(schedule.get_config())
     assert restored.get_config() == {"peak": 1.0, "total_steps": 20, "warmup_fraction": 0.1}
 
 
@@ -206,11 +209,11 @@ def _budget_run(minutes, seconds_per_batch, epochs=50, first_step=None):
     """A tiny model trained on 4 batches per epoch under a `TimeBudget` with a fake clock."""
     keras.utils.set_random_seed(0)
     x = np.random.default_rng(0).normal(size=(32, 3)).astype("float32")
-    schedule = common.PlannedWarmupCosine(0.1, total_steps=epochs * 4, warmup_fraction=0.25)
+    schedule = PlannedWarmupCosine(0.1, total_steps=epochs * 4, warmup_fraction=0.25)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     model.compile(optimizer=keras.optimizers.SGD(schedule), loss="mse")
     clock = FakeClock(seconds_per_batch, first_step)
-    budget = common.TimeBudget(minutes, schedule, clock=clock, verbose=False)
+    budget = TimeBudget(minutes, schedule, clock=clock, verbose=False)
     history = model.fit(x, x[:, :1], batch_size=8, epochs=epochs, callbacks=[clock.callback(), budget], verbose=0)
     return len(history.epoch), budget, schedule, model
 
@@ -244,7 +247,12 @@ def test_time_budget_never_plans_more_than_the_fit_epochs_nor_less_than_one():
     epochs, budget, _, _ = _budget_run(0.5, [60.0])  # the first epoch alone is over budget
     assert (budget.planned_epochs, epochs) == (1, 1)
     with pytest.raises(ValueError, match=r"`minutes` must be a positive number.*minutes=0"):
-        common.TimeBudget(0)
+        TimeBudget(0)
+    with pytest.raises(ValueError, match=r"minutes=True"):
+        TimeBudget(True)
+    with pytest.raises(TypeError, match=r"`schedule` must have a `plan\(total_steps\)` method.*schedule=0.001"):
+        TimeBudget(5, schedule=1e-3)  # a learning rate, not a schedule that can be planned
+    assert common.TimeBudget is TimeBudget and common.PlannedWarmupCosine is PlannedWarmupCosine  # old names
 
 
 @pytest.mark.parametrize("jit", [False, True])
@@ -252,11 +260,11 @@ def test_a_new_plan_reaches_the_compiled_training_step(jit):
     """TimeBudget's plan is what the compiled step uses, also in a jitted JAX step (which reads the schedule's
     length as a constant, so TimeBudget traces it again). Every step's gradient is 1, so SGD moves the weight by
     exactly the sum of the learning rates the steps used."""
-    schedule = common.PlannedWarmupCosine(0.1, total_steps=200, warmup_fraction=0.25)  # 50 warm-up steps
+    schedule = PlannedWarmupCosine(0.1, total_steps=200, warmup_fraction=0.25)  # 50 warm-up steps
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="zeros")])
     model.compile(optimizer=keras.optimizers.SGD(schedule), loss=lambda y, p: keras.ops.mean(p), jit_compile=jit)
     clock = FakeClock([10.0])  # 4 steps of 10 s per epoch: 4 epochs fit in the budget, 16 steps
-    budget = common.TimeBudget(160 / 60, schedule, clock=clock, verbose=False)
+    budget = TimeBudget(160 / 60, schedule, clock=clock, verbose=False)
     x = np.ones((32, 1), "float32")
     model.fit(x, x, batch_size=8, epochs=50, shuffle=False, callbacks=[clock.callback(), budget], verbose=0)
     assert budget.planned_epochs == 4

@@ -11,15 +11,19 @@ from keras_tfm.models import TextClassifier
 from keras_tfm.text import TextClassifierPipeline
 from recipes import common, imdb_classifier
 from tests.data.samples import ONLY_TEST, ONLY_UNLABELLED, write_acl_imdb
+from tests.recipes.saved_models import KeepModel
 
 pytestmark = pytest.mark.tensorflow_only  # the loaders and TextVectorization run on tf.data
 
 
 @pytest.mark.slow
-def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path, capsys):
+def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path, capsys, loads_without_recipes):
     folder = write_acl_imdb(tmp_path / "aclImdb")
     output_dir = tmp_path / "run"
-    summary = imdb_classifier.main(["--quick", "--imdb-dir", str(folder), "--output-dir", str(output_dir)])
+    keep = KeepModel()
+    summary = imdb_classifier.main(["--quick", "--imdb-dir", str(folder), "--output-dir", str(output_dir)],
+                                   extra_callbacks=[keep])
+    loads_without_recipes(output_dir / "model.keras", keep.trained)  # where only keras_tfm is installed
 
     for name in ("model.keras", "history.csv", "curves.png", "summary.json", "vocabulary.txt",
                  "classifier/model.keras", "classifier/vocabulary.txt", "classifier/classifier.json"):

@@ -7,6 +7,7 @@ import pytest
 from keras_tfm.data import DataUnavailable, text_corpus
 from recipes import common, language_model
 from tests.helpers import Interrupt, InterruptAfterFirstEpoch, epochs_in
+from tests.recipes.saved_models import KeepModel
 
 
 def write_text(path, characters=30_000):
@@ -59,15 +60,17 @@ def test_without_a_text_file_or_network_the_recipe_answers_at_once(network_unrea
 
 
 @pytest.mark.slow
-def test_quick_run_learns_writes_samples_and_resumes(tmp_path):
+def test_quick_run_learns_writes_samples_and_resumes(tmp_path, loads_without_recipes):
     text_file = write_text(tmp_path / "corpus.txt")
     run = tmp_path / "run"
     args = ["--quick", "--text-file", text_file, "--output-dir", str(run), "--prompt", "The cat"]
     with pytest.raises(Interrupt):
         language_model.main(args, extra_callbacks=[InterruptAfterFirstEpoch()])
     assert epochs_in(run) == [0]
-    summary = language_model.main(args)
+    keep = KeepModel()
+    summary = language_model.main(args, extra_callbacks=[keep])
     assert epochs_in(run) == [0, 1]  # resumed: epoch 0 was not repeated
+    loads_without_recipes(run / "model.keras", keep.trained)  # where only keras_tfm is installed
 
     history = common.read_history(str(run))
     assert history["loss"][1] < history["loss"][0] and history["val_loss"][1] < history["val_loss"][0]

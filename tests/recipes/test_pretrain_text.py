@@ -7,17 +7,21 @@ import pytest
 from keras_tfm.models import MaskedLanguageModel, TextClassifier
 from recipes import pretrain_text
 from tests.data.samples import make_corpus
+from tests.recipes.saved_models import KeepModel
 
 pytestmark = pytest.mark.tensorflow_only  # TextVectorization and tf.data
 
 
 @pytest.mark.slow
-def test_quick_run_on_a_text_file_writes_an_encoder_folder(tmp_path):
+def test_quick_run_on_a_text_file_writes_an_encoder_folder(tmp_path, loads_without_recipes):
     corpus = tmp_path / "corpus.txt"
     english, _ = make_corpus(300, seed=0)
     corpus.write_text("\n".join(english) + "\n\n")
     run = tmp_path / "run"
-    summary = pretrain_text.main(["--quick", "--text-file", str(corpus), "--output-dir", str(run)])
+    keep = KeepModel()
+    summary = pretrain_text.main(["--quick", "--text-file", str(corpus), "--output-dir", str(run)],
+                                 extra_callbacks=[keep])
+    loads_without_recipes(run / "model.keras", keep.trained)  # where only keras_tfm is installed
     assert summary["documents"] == 300 - 6 and summary["flags"]["quick"]  # 2% held out
     assert 0.0 <= summary["metrics"]["validation_accuracy"] <= 1.0 and np.isfinite(summary["metrics"]["validation_loss"])
     encoder, vocabulary = pretrain_text.load_encoder(run)

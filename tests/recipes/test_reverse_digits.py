@@ -12,13 +12,16 @@ import pytest
 from keras_tfm.data import digits
 from recipes import common, reverse_digits
 from tests.helpers import epochs_in
+from tests.recipes.saved_models import KeepModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.slow
-def test_quick_run_learns_writes_every_promised_file_and_is_never_overwritten(tmp_path, capsys):
-    summary = reverse_digits.main(["--quick", "--output-dir", str(tmp_path)])
+def test_quick_run_learns_writes_every_promised_file_and_is_never_overwritten(tmp_path, capsys, loads_without_recipes):
+    keep = KeepModel()
+    summary = reverse_digits.main(["--quick", "--output-dir", str(tmp_path)], extra_callbacks=[keep])
+    loads_without_recipes(tmp_path / "model.keras", keep.trained)  # where only keras_tfm is installed
     for name in ("model.keras", "history.csv", "curves.png", "summary.json", "alignment.png",
                  "position_encoding.png", "decoder_self_attention.png"):
         assert os.path.getsize(tmp_path / name) > 0, name

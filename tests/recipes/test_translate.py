@@ -8,6 +8,7 @@ from keras_tfm.text import Translator
 from recipes import translate
 from tests.data.samples import make_corpus, write_multi30k_folder
 from tests.helpers import epochs_in
+from tests.recipes.saved_models import KeepModel
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +32,12 @@ def test_a_resumed_run_reuses_its_saved_tokenizers(tmp_path):
 
 
 @pytest.mark.slow
-def test_quick_run_writes_every_promised_file(corpus_files, tmp_path, capsys):
+def test_quick_run_writes_every_promised_file(corpus_files, tmp_path, capsys, loads_without_recipes):
     folder, _ = corpus_files
-    summary = translate.main(["--quick", "--data-dir", str(folder), "--output-dir", str(tmp_path)])
+    keep = KeepModel()
+    summary = translate.main(["--quick", "--data-dir", str(folder), "--output-dir", str(tmp_path)],
+                             extra_callbacks=[keep])
+    loads_without_recipes(tmp_path / "model.keras", keep.trained)  # where only keras_tfm is installed
     assert epochs_in(tmp_path) == [0, 1]
     for name in ("model.keras", "history.csv", "curves.png", "summary.json", "translations.txt",
                  "alignment_0.png", "translator/translator.json", "translator/source.model"):

@@ -1,0 +1,71 @@
+"""`import keras_tfm` is light: its parts, and Keras with them, are imported when first used (keras_tfm/__init__.py).
+
+Each check runs in a fresh interpreter: this one has imported Keras long ago.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(code):
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_import_keras_tfm_and_reading_presets_import_no_keras():
+    loaded = _run(
+        "import json, sys\n"
+        "import keras_tfm\n"
+        "from keras_tfm.data.digits import TASKS\n"
+        "presets = sorted(keras_tfm.presets.VIT_PRESETS)\n"
+        "heavy = sorted(m for m in ('keras', 'tensorflow', 'jax', 'torch') if m in sys.modules)\n"
+        "print(json.dumps({'heavy': heavy, 'names': 'EncoderBlock' in dir(keras_tfm), 'presets': len(presets)}))\n"
+    )
+    assert loaded == {"heavy": [], "names": True, "presets": 11}
+
+
+def test_every_name_in_all_resolves_and_star_import_gives_them():
+    found = _run(
+        "import json, keras_tfm, keras_tfm.layers, keras_tfm.models\n"
+        "missing = [name for name in keras_tfm.__all__ if getattr(keras_tfm, name, None) is None]\n"
+        "unlisted = [n for n in keras_tfm.layers.__all__ + keras_tfm.models.__all__ if n not in keras_tfm.__all__]\n"
+        "same = keras_tfm.EncoderBlock is keras_tfm.layers.EncoderBlock and keras_tfm.ViT is keras_tfm.models.ViT\n"
+        "namespace = {}\n"
+        "exec('from keras_tfm import *', namespace)\n"
+        "starred = sorted(set(keras_tfm.__all__) - set(namespace))\n"
+        "wanted = ['AttentionMap', 'AttentionMaps', 'attention_maps', 'load_model', 'TextClassifierPipeline',\n"
+        "          'Translator', 'callbacks', 'layers', 'metrics', 'models', 'schedules', 'text', 'visualize']\n"
+        "print(json.dumps({'missing': missing, 'unlisted': unlisted, 'same': same, 'starred': starred,\n"
+        "                  'wanted': [n for n in wanted if n not in keras_tfm.__all__]}))\n"
+    )
+    assert found == {"missing": [], "unlisted": [], "same": True, "starred": [], "wanted": []}
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    message = _run(
+        "import json, keras_tfm\n"
+        "try:\n"
+        "    keras_tfm.EncoderBlok\n"
+        "except AttributeError as error:\n"
+        "    print(json.dumps(str(error)))\n"
+    )
+    assert message == "module 'keras_tfm' has no attribute 'EncoderBlok'"
+
+
+def test_after_keras_the_import_registers_our_classes_for_keras_load_model(tmp_path):
+    path = tmp_path / "block.keras"
+    _run("import keras, keras_tfm\n"
+         "inputs = keras.Input((4, 8))\n"
+         f"keras.Model(inputs, keras_tfm.EncoderBlock(2, 16)(inputs)).save({str(path)!r})\n"
+         "print(1)\n")
+    loaded = _run("import json, keras\n"
+                  "import keras_tfm  # nothing else of ours: Keras was there first, so our classes are registered\n"
+                  f"model = keras.saving.load_model({str(path)!r})\n"
+                  "print(json.dumps([type(layer).__name__ for layer in model.layers]))\n")
+    assert loaded == ["InputLayer", "EncoderBlock"]
