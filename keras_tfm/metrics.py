@@ -8,6 +8,18 @@ the accuracy below average over real target tokens only, however much padding a 
 import keras
 from keras import ops
 
+# Only a `tf.distribute` strategy splits a batch over replicas whose gradients are summed (see `_replica_share`).
+# On JAX and PyTorch the loss is the mean over the whole batch as it is, so TensorFlow is imported only on its
+# own backend.
+if keras.backend.backend() == "tensorflow":
+    import tensorflow as tf
+
+    def _replicas_in_sync():
+        return tf.distribute.get_strategy().num_replicas_in_sync
+else:
+    def _replicas_in_sync():
+        return 1
+
 
 def _token_weights(y_true, ignore_id, sample_weight=None):
     """`(batch, length)` float weights: 0 at padding labels, times `sample_weight` (per sample or per token)."""
@@ -22,11 +34,7 @@ def _replica_share(loss):
     """`loss` divided by the replicas of a `tf.distribute` strategy, as Keras' own losses are: the replicas'
     gradients are summed, so each must be the gradient of its share of the mean (and Keras multiplies the
     logged loss back). Unchanged without a strategy and on the other backends."""
-    if keras.backend.backend() != "tensorflow":
-        return loss
-    import tensorflow as tf
-
-    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    replicas = _replicas_in_sync()
     return loss / replicas if replicas > 1 else loss
 
 

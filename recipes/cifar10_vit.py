@@ -212,7 +212,7 @@ def main(argv=None, extra_callbacks=()):
         model = build_model(args, num_classes)
         # A time budget re-plans the schedule after the first epoch; the schedule is otherwise the same.
         schedule = PlannedWarmupCosine(args.learning_rate, steps, args.warmup_fraction) if args.time_budget else None
-        optimizer = common.adamw(args, steps, model=model, schedule=schedule)  # no decay: ViT.no_weight_decay()
+        optimizer = common.adamw(args, steps, model=model, schedule=schedule)  # no decay: model.weight_decay_exempt_variables()
         model.compile(
             optimizer=optimizer,
             loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=args.label_smoothing),

@@ -303,8 +303,8 @@ def adamw(args, total_steps, model=None, schedule=None, **kwargs):
     `schedule`), `--weight-decay`, `--clipnorm`, `--accumulate-steps`; `kwargs` (e.g. `beta_2`) go to
     `keras.optimizers.AdamW`.
 
-    Weight decay skips what `model.no_weight_decay()` names (biases, norms, position tables, learned tokens),
-    unless `--decay-all-weights`."""
+    Weight decay skips the model's exempt weights (`model.weight_decay_exempt_variables()`: biases, norms, the
+    tables `model.no_weight_decay()` names), unless `--decay-all-weights`."""
     if schedule is None:
         schedule = warmup_cosine(args.learning_rate, total_steps, args.warmup_fraction)
     optimizer = keras.optimizers.AdamW(schedule, weight_decay=args.weight_decay, **optimizer_options(args), **kwargs)

@@ -63,7 +63,7 @@ def recipe_parser(description, epochs, batch_size, learning_rate):
     parser.add_argument("--clipnorm", type=float, default=1.0, help="gradient clipping norm (0 turns it off)")
     parser.add_argument("--decay-all-weights", action="store_true",
                         help="apply weight decay to every weight, biases, norms, position tables and learned tokens "
-                             "included (to compare with the default, which exempts model.no_weight_decay())")
+                             "included (to compare with the default, which exempts model.weight_decay_exempt_variables())")
     parser.add_argument("--accumulate-steps", type=positive_int, default=1, metavar="N",
                         help="average the gradients of N batches before each update (the optimizer's "
                              "gradient_accumulation_steps): the update of an N times larger batch, in the memory "

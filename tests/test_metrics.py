@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_tfm import metrics
 from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
 from tests.helpers import to_numpy
 
@@ -63,3 +64,17 @@ def test_masked_accuracy_counts_real_tokens_only():
     metric = MaskedAccuracy()
     metric.update_state(LABELS, logits)
     assert float(to_numpy(metric.result())) == pytest.approx(7 / 8)
+
+
+def test_the_loss_is_each_replicas_share_under_a_tf_distribute_strategy(monkeypatch):
+    """As Keras' own losses: with 2 replicas each returns half its mean (their gradients are summed)."""
+    loss = MaskedSparseCategoricalCrossentropy(from_logits=True)
+    whole = float(to_numpy(loss(LABELS, LOGITS)))
+    monkeypatch.setattr(metrics, "_replicas_in_sync", lambda: 2)
+    assert float(to_numpy(loss(LABELS, LOGITS))) == pytest.approx(whole / 2, rel=1e-6)
+
+
+def test_only_the_tensorflow_backend_asks_tensorflow_for_replicas():
+    on_tensorflow = keras.backend.backend() == "tensorflow"
+    assert hasattr(metrics, "tf") == on_tensorflow  # the module imports TensorFlow on its own backend only
+    assert metrics._replicas_in_sync() == 1  # no strategy here

@@ -48,7 +48,8 @@ class TransformerLM(PresetModel, keras.Model):
         tie_embeddings: project onto the vocabulary with the token table (Press & Wolf, 2017), as GPT does.
         dropout: dropout rate (embeddings, blocks).
         attention_dropout: dropout on the attention weights.
-        activation: feed-forward activation.
+        mlp_activation: activation of the blocks' feed-forward network (the MLP): `"gelu"` (default), `"relu"`,
+            `"gelu_tanh"`... The old name `activation` still works, with a DeprecationWarning, for one release.
         layer_norm_epsilon: epsilon of the layer norms.
         **kwargs: `keras.Model` arguments.
 
@@ -66,6 +67,7 @@ class TransformerLM(PresetModel, keras.Model):
     >>> model.generate(prompt_ids, max_new_tokens=32, strategy="top_k", k=5, seed=0)  # doctest: +SKIP
     """
 
+    RENAMED_ARGUMENTS = {"activation": "mlp_activation"}
     PRESETS = LANGUAGE_MODEL_PRESETS
 
     def __init__(
@@ -80,10 +82,11 @@ class TransformerLM(PresetModel, keras.Model):
         tie_embeddings=True,
         dropout=0.0,
         attention_dropout=0.0,
-        activation="gelu",
+        mlp_activation="gelu",
         layer_norm_epsilon=1e-5,
         **kwargs,
     ):
+        mlp_activation = self.renamed_argument(kwargs, "activation", mlp_activation, "gelu")
         self.check_keywords(kwargs)
         kwargs.setdefault("name", "transformer_lm")
         _checks.positive_int("vocab_size", vocab_size)
@@ -98,7 +101,7 @@ class TransformerLM(PresetModel, keras.Model):
         x = embedding(token_ids)  # (batch, length, dim) + padding mask
         for i in range(depth):
             x = DecoderBlock(
-                num_heads, mlp_dim, dropout=dropout, attention_dropout=attention_dropout, activation=activation,
+                num_heads, mlp_dim, dropout=dropout, attention_dropout=attention_dropout, activation=mlp_activation,
                 layer_norm_epsilon=layer_norm_epsilon, name=f"block_{i}",
             )(x)
         x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="final_norm")(x)
@@ -116,7 +119,7 @@ class TransformerLM(PresetModel, keras.Model):
         """`compile` with the next-token cross-entropy (nats per token), ignoring padding targets (id 0).
 
         Args:
-            optimizer: defaults to AdamW(1e-3, weight decay 0.1 except `no_weight_decay()`, clipping at norm 1).
+            optimizer: defaults to AdamW(1e-3, weight decay 0.1 except biases and norms, clipping at norm 1).
             **kwargs: passed on to `compile` (e.g. `jit_compile`, `steps_per_execution`).
         """
         if optimizer is None:
@@ -125,9 +128,9 @@ class TransformerLM(PresetModel, keras.Model):
         self.compile(optimizer=optimizer, loss=MaskedSparseCategoricalCrossentropy(from_logits=True), **kwargs)
 
     def no_weight_decay(self):
-        """Names of the variables weight decay should skip: biases and layer-norm scales and offsets (the
-        matrices and the token and position tables decay, as in GPT-2 and nanoGPT)."""
-        return ["bias", "gamma", "beta"]
+        """None beyond the rule (biases and norms, see `WeightDecayPolicy`): the matrices and the token and
+        position tables decay, as in GPT-2 and nanoGPT."""
+        return ()
 
     # ------------------------------------------------------------------------------------------------------
     # Generation.

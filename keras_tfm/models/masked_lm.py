@@ -133,7 +133,8 @@ class MaskedLanguageModel(PresetModel, keras.Model):
         """`compile` with the cross-entropy and accuracy over the masked positions only (labels 0 are ignored).
 
         Args:
-            optimizer: defaults to AdamW(5e-4, weight decay 0.01 except `no_weight_decay()`, clipping at norm 1).
+            optimizer: defaults to AdamW(5e-4, weight decay 0.01 except
+                `weight_decay_exempt_variables()`, clipping at norm 1).
             **kwargs: passed on to `compile` (e.g. `jit_compile`).
         """
         if optimizer is None:

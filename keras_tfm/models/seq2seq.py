@@ -50,7 +50,8 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
         attention_scale: factor on every attention's logits; None = the paper's `1/√d_k`.
         dropout: dropout rate (embeddings, blocks).
         attention_dropout: dropout on attention weights.
-        activation: feed-forward activation (`"relu"` in the paper, `"gelu"` default here).
+        mlp_activation: activation of the blocks' feed-forward network (the MLP): `"relu"` in the paper,
+            `"gelu"` default here. The old name `activation` still works, with a DeprecationWarning, for one release.
         layer_norm_epsilon: epsilon of the layer norms.
         **kwargs: `keras.Model` arguments.
 
@@ -66,6 +67,7 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
     >>> model.generate(source, max_length=12, start_id=1, end_id=2)  # doctest: +SKIP
     """
 
+    RENAMED_ARGUMENTS = {"activation": "mlp_activation"}
     PRESETS = SEQ2SEQ_PRESETS
 
     def __init__(
@@ -85,10 +87,11 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
         attention_scale=None,
         dropout=0.1,
         attention_dropout=0.0,
-        activation="gelu",
+        mlp_activation="gelu",
         layer_norm_epsilon=1e-6,
         **kwargs,
     ):
+        mlp_activation = self.renamed_argument(kwargs, "activation", mlp_activation, "gelu")
         self.check_keywords(kwargs)
         kwargs.setdefault("name", "seq2seq_transformer")
         _checks.positive_int("encoder_depth", encoder_depth)
@@ -99,7 +102,7 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
             attention_dropout=attention_dropout,
             norm_first=norm_first,
             layer_norm_epsilon=layer_norm_epsilon,
-            activation=activation,
+            activation=mlp_activation,
             attention_scale=attention_scale,
         )
         embedding_args = dict(max_length=max_length, position=position, combine=position_combine, dropout=dropout)
@@ -130,7 +133,8 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
         self._generate_functions = {}
 
     def no_weight_decay(self):
-        return super().no_weight_decay() + ["position_embeddings"]
+        """A learned position table (biases and norms are exempt by rule, see `WeightDecayPolicy`)."""
+        return ("position_embeddings",)
 
     def token_inputs(self, x):
         if isinstance(x, (tuple, list)) and len(x) == 2:

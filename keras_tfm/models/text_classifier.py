@@ -17,7 +17,7 @@ from keras import ops
 
 from keras_tfm.layers import _checks
 from keras_tfm.models import _data_checks
-from keras_tfm.models._base import PresetModel
+from keras_tfm.models._base import PresetModel, compile_classifier
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
 from keras_tfm.models.text_encoder import TextEncoder, symbolic_inputs
 
@@ -46,7 +46,8 @@ class TextClassifier(PresetModel, keras.Model):
         dropout: dropout rate before the head (and in an encoder built here).
         attention_dropout: dropout on attention weights (an encoder built here).
         norm_first: pre-norm (default) or post-norm blocks (an encoder built here).
-        activation: activation of the head (`None` = logits).
+        head_activation: activation of the head (`None` = logits, `"softmax"` = probabilities). The old name
+            `activation` still works, with a DeprecationWarning, for one release.
         layer_norm_epsilon: epsilon of the layer norms (an encoder built here).
         encoder: a `TextEncoder` to classify with instead of building one (its sizes then replace the
             arguments above, which must be left out); the classifier uses that very object (shared weights).
@@ -64,6 +65,7 @@ class TextClassifier(PresetModel, keras.Model):
     >>> bert = TextClassifier.from_pretrained("all-MiniLM-L6-v2", num_classes=2)  # doctest: +SKIP
     """
 
+    RENAMED_ARGUMENTS = {"activation": "head_activation"}
     PRESETS = TEXT_CLASSIFIER_PRESETS
 
     def __init__(
@@ -80,11 +82,12 @@ class TextClassifier(PresetModel, keras.Model):
         dropout=0.1,
         attention_dropout=0.0,
         norm_first=True,
-        activation=None,
+        head_activation=None,
         layer_norm_epsilon=1e-6,
         encoder=None,
         **kwargs,
     ):
+        head_activation = self.renamed_argument(kwargs, "activation", head_activation, None)
         self.check_keywords(kwargs)
         kwargs.setdefault("name", "text_classifier")
         _checks.one_of("pool", pool, POOLS)
@@ -126,7 +129,7 @@ class TextClassifier(PresetModel, keras.Model):
         else:
             x = keras.layers.GlobalAveragePooling1D(name="pool")(states)  # masked mean over real tokens
         x = keras.layers.Dropout(dropout, name="head_dropout")(x)
-        logits = keras.layers.Dense(num_classes, activation=activation, dtype="float32", name="head")(x)
+        logits = keras.layers.Dense(num_classes, activation=head_activation, dtype="float32", name="head")(x)
         super().__init__(inputs, logits, **kwargs)
         self.input_spec = None  # token ids alone are accepted too (see `call`)
 
@@ -167,7 +170,7 @@ class TextClassifier(PresetModel, keras.Model):
             dtype: dtype policy (e.g. `"mixed_bfloat16"`); None = the global policy.
             dropout: dropout in the encoder and before the head; None = the checkpoint's config.
             attention_dropout: dropout on the attention weights; None = the checkpoint's config.
-            **kwargs: the head's other arguments (`activation`, `name`).
+            **kwargs: the head's other arguments (`head_activation`, `name`).
         """
         overrides = {name: value for name, value in (("dropout", dropout), ("attention_dropout", attention_dropout))
                      if value is not None}
@@ -184,11 +187,12 @@ class TextClassifier(PresetModel, keras.Model):
         """`compile` for sparse integer labels: cross-entropy and accuracy.
 
         Args:
-            optimizer: defaults to AdamW(1e-3, weight decay 0.01 except `no_weight_decay()`, clipping at norm 1).
+            optimizer: defaults to AdamW(1e-3, weight decay 0.01 except `weight_decay_exempt_variables()`,
+                clipping at norm 1).
             label_smoothing: label smoothing of the cross-entropy (0 in BERT fine-tuning).
             **kwargs: passed on to `compile` (e.g. `jit_compile`, `steps_per_execution`).
         """
-        self._compile_classifier(optimizer, label_smoothing, weight_decay=0.01, **kwargs)
+        compile_classifier(self, optimizer, label_smoothing, weight_decay=0.01, **kwargs)
 
     def targets(self, y):
         return _data_checks.class_labels(y, self.num_classes)
@@ -205,7 +209,7 @@ class TextClassifier(PresetModel, keras.Model):
                 `keras.saving.load_model("encoder.keras")`).
             num_classes: number of output classes.
             **kwargs: the head's arguments (`pool`: default "cls", "mean" for a masked LM's encoder; `dropout`,
-                `activation`, `name`); the encoder's own
+                `head_activation`, `name`); the encoder's own
                 arguments (`dim`, `depth`...) cannot be changed here.
         """
         backbone = encoder if isinstance(encoder, TextEncoder) else getattr(encoder, "encoder", None)

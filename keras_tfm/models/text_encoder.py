@@ -57,8 +57,9 @@ class TextEncoder(PresetModel, keras.Model):
         norm_first: pre-norm blocks (True) or post-norm (False: the paper and BERT).
         final_norm: a layer norm after the last block; None = `norm_first` (a pre-norm stack leaves its residual
             stream unnormalised).
-        activation: the blocks' MLP activation: `"gelu"` (exact, BERT), `"gelu_tanh"` (the tanh approximation,
-            `keras_tfm>gelu_tanh`), `"relu"`...
+        mlp_activation: the blocks' MLP activation: `"gelu"` (exact, BERT), `"gelu_tanh"` (the tanh
+            approximation, `keras_tfm>gelu_tanh`), `"relu"`... The old name `activation` still works, with a
+            DeprecationWarning, for one release.
         dropout: dropout rate on the embeddings and in the blocks.
         attention_dropout: dropout on the attention weights.
         layer_norm_epsilon: epsilon of every layer norm (BERT: 1e-12).
@@ -83,6 +84,7 @@ class TextEncoder(PresetModel, keras.Model):
     >>> bert = TextEncoder.from_pretrained("all-MiniLM-L6-v2")  # doctest: +SKIP
     """
 
+    RENAMED_ARGUMENTS = {"activation": "mlp_activation"}
     PRESETS = TEXT_CLASSIFIER_PRESETS
 
     def __init__(
@@ -101,7 +103,7 @@ class TextEncoder(PresetModel, keras.Model):
         class_token=False,
         norm_first=True,
         final_norm=None,
-        activation="gelu",
+        mlp_activation="gelu",
         dropout=0.1,
         attention_dropout=0.0,
         layer_norm_epsilon=1e-6,
@@ -109,6 +111,7 @@ class TextEncoder(PresetModel, keras.Model):
         pooler=False,
         **kwargs,
     ):
+        mlp_activation = self.renamed_argument(kwargs, "activation", mlp_activation, "gelu")
         self.check_keywords(kwargs)
         kwargs.setdefault("name", "text_encoder")
         _checks.positive_int("depth", depth)
@@ -142,7 +145,7 @@ class TextEncoder(PresetModel, keras.Model):
         for i in range(depth):
             x = EncoderBlock(
                 num_heads, mlp_dim, dropout=dropout, attention_dropout=attention_dropout, norm_first=norm_first,
-                layer_norm_epsilon=layer_norm_epsilon, activation=activation, name=f"block_{i}",
+                layer_norm_epsilon=layer_norm_epsilon, activation=mlp_activation, name=f"block_{i}",
             )(x, mask=mask)
         if with_final_norm:
             x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
@@ -201,7 +204,9 @@ class TextEncoder(PresetModel, keras.Model):
         return [("token_ids" if isinstance(x, dict) else "x", ids, self.vocab_size)]
 
     def no_weight_decay(self):
-        return super().no_weight_decay() + ["position_embeddings", "token"]  # + a learned [CLS] token
+        """A learned position table and [CLS] token (biases and norms are exempt by rule, see
+        `WeightDecayPolicy`)."""
+        return ("position_embeddings", "token")
 
     # ------------------------------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ import os
 import time
 import warnings
 
-import numpy as np
+from keras_tfm.models._safetensors import read_safetensors
 
 MODEL_TYPES = ("bert", "distilbert", "roberta")
 # Tensors of a task head (a classifier, a masked-LM head) stored beside the encoder: not part of it, skipped.
@@ -84,7 +84,7 @@ def encoder_arguments(config):
     if activation not in _ACTIVATIONS:
         raise ValueError(f"Unsupported activation {activation!r} in config.json. Supported: {sorted(_ACTIVATIONS)}")
     arguments.update(position="learned", scale_embeddings=False, embedding_norm=True, norm_first=False,
-                     final_norm=False, activation=_ACTIVATIONS[activation])
+                     final_norm=False, mlp_activation=_ACTIVATIONS[activation])
     return arguments
 
 
@@ -95,14 +95,7 @@ def read_tensors(folder):
         found = sorted(os.listdir(folder))
         hint = " (pytorch_model.bin is not read: convert it to safetensors)" if "pytorch_model.bin" in found else ""
         raise ValueError(f"No model.safetensors in {folder!r}{hint}. Found: {found}")
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-
-    try:
-        tensors = load_file(path)
-    except (SafetensorError, OSError, ValueError) as error:
-        raise ValueError(f"{path} is not a readable safetensors file: {error}") from None
-    return {name: np.asarray(array, dtype="float32") for name, array in tensors.items()}
+    return read_safetensors(path)
 
 
 def _strip_prefix(tensors, model_type):

@@ -16,7 +16,7 @@ import keras
 from keras_tfm.layers import EncoderBlock, PatchEmbedding, SequencePooling
 from keras_tfm.layers import _checks
 from keras_tfm.models import _data_checks
-from keras_tfm.models._base import PresetModel
+from keras_tfm.models._base import PresetModel, compile_classifier
 from keras_tfm.models.presets import VIT_PRESETS
 
 POOLS = ("cls", "mean", "sequence")
@@ -50,7 +50,8 @@ class ViT(PresetModel, keras.Model):
         drop_path: stochastic-depth rate of the last block; it grows linearly from 0 over the blocks.
         include_top: whether to add the classification head; without it the output is the pooled
             `(batch, dim)` feature vector.
-        activation: activation of the head (`None` = logits, `"softmax"` = probabilities).
+        head_activation: activation of the head (`None` = logits, `"softmax"` = probabilities). The old name
+            `activation` still works, with a DeprecationWarning, for one release.
         channels: number of image channels.
         rescale: whether the model rescales [0, 255] pixels to [-1, 1].
         layer_norm_epsilon: epsilon of every layer norm.
@@ -72,6 +73,7 @@ class ViT(PresetModel, keras.Model):
     (2, 10)
     """
 
+    RENAMED_ARGUMENTS = {"activation": "head_activation"}
     PRESETS = VIT_PRESETS
 
     def __init__(
@@ -89,7 +91,7 @@ class ViT(PresetModel, keras.Model):
         attention_dropout=0.0,
         drop_path=0.0,
         include_top=True,
-        activation=None,
+        head_activation=None,
         channels=3,
         rescale=True,
         layer_norm_epsilon=1e-6,
@@ -97,6 +99,7 @@ class ViT(PresetModel, keras.Model):
         locality=False,
         **kwargs,
     ):
+        head_activation = self.renamed_argument(kwargs, "activation", head_activation, None)
         self.check_keywords(kwargs)
         kwargs.setdefault("name", "vit")
         if pool == "gap":
@@ -144,7 +147,7 @@ class ViT(PresetModel, keras.Model):
         if include_top:
             x = keras.layers.Dropout(dropout, name="head_dropout")(x)
             # float32 logits even under mixed precision, so the softmax and the loss stay exact.
-            outputs = keras.layers.Dense(num_classes, activation=activation, dtype="float32", name="head")(x)
+            outputs = keras.layers.Dense(num_classes, activation=head_activation, dtype="float32", name="head")(x)
         super().__init__(images, outputs, **kwargs)
 
         self.store_arguments(locals())
@@ -153,14 +156,17 @@ class ViT(PresetModel, keras.Model):
         """`compile` for sparse integer labels: cross-entropy and accuracy.
 
         Args:
-            optimizer: defaults to AdamW(1e-3, weight decay 0.05 except `no_weight_decay()`, clipping at norm 1).
+            optimizer: defaults to AdamW(1e-3, weight decay 0.05 except `weight_decay_exempt_variables()`,
+                clipping at norm 1).
             label_smoothing: label smoothing of the cross-entropy (0.1 in DeiT).
             **kwargs: passed on to `compile` (e.g. `jit_compile`, `steps_per_execution`).
         """
-        self._compile_classifier(optimizer, label_smoothing, weight_decay=0.05, **kwargs)
+        compile_classifier(self, optimizer, label_smoothing, weight_decay=0.05, **kwargs)
 
     def targets(self, y):
         return _data_checks.class_labels(y, self.num_classes) if self.include_top else []
 
     def no_weight_decay(self):
-        return super().no_weight_decay() + ["cls_token", "position_embeddings", "locality_scale"]
+        """The [CLS] token and the learned position table (biases, norms and the locality scale are exempt by
+        rule, see `WeightDecayPolicy`)."""
+        return ("cls_token", "position_embeddings")

@@ -26,6 +26,7 @@ import numpy as np
 from keras import ops
 
 from keras_tfm.layers import resample_position_embeddings
+from keras_tfm.models._safetensors import read_safetensors
 from keras_tfm.models.vit import ViT
 
 # How a checkpoint tensor becomes a model weight, given the weight's shape: `expected(shape)` is the shape the
@@ -433,43 +434,8 @@ def _read_checkpoint(path):
         with np.load(path, allow_pickle=False) as archive:
             return {name: np.asarray(archive[name], dtype="float32") for name in archive.files}
     if path.lower().endswith(".safetensors"):
-        return _read_safetensors(path)
+        return read_safetensors(path, floats_only=True)
     raise ValueError(
         f"Unknown checkpoint format: the path must end in `.npz` (original ViT) or `.safetensors` (timm, "
         f"HuggingFace). Received: path={path!r}"
     )
-
-
-# safetensors dtype -> how its little-endian bytes are read. bfloat16 is read as raw 16-bit words first.
-_SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2"}
-
-
-def _read_safetensors(path):
-    """Reads a `.safetensors` file with NumPy alone.
-
-    The format: an 8-byte little-endian header length, a JSON header
-    `{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}`, then the tensors' raw
-    little-endian bytes, with offsets counted from the end of the header.
-    """
-    with open(path, "rb") as file:
-        header_length = int.from_bytes(file.read(8), "little")
-        header = json.loads(file.read(header_length))
-        data = file.read()
-    tensors = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        dtype, shape, (begin, end) = entry["dtype"], tuple(entry["shape"]), entry["data_offsets"]
-        if dtype not in _SAFETENSORS_DTYPES:
-            raise ValueError(
-                f"Tensor `{name}` in {path} has dtype {dtype}; only {sorted(_SAFETENSORS_DTYPES)} are supported."
-            )
-        item_size = np.dtype(_SAFETENSORS_DTYPES[dtype]).itemsize
-        if end - begin != math.prod(shape) * item_size or end > len(data):
-            raise ValueError(f"Tensor `{name}` in {path}: its byte range {begin}..{end} does not fit shape {shape}.")
-        array = np.frombuffer(data, dtype=_SAFETENSORS_DTYPES[dtype], count=math.prod(shape), offset=begin)
-        if dtype == "BF16":
-            # A bfloat16 is the high half of a float32: shift the 16 bits up and read the word as a float32.
-            array = (array.astype("<u4") << 16).view("<f4")
-        tensors[name] = array.astype("float32").reshape(shape)
-    return tensors

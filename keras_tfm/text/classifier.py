@@ -122,7 +122,7 @@ class TextClassifierPipeline:
         if not len(ids["token_ids"] if isinstance(ids, dict) else ids):
             return np.zeros((0, len(self.class_names)), "float32")
         outputs = self.model.predict(ids, batch_size=batch_size, verbose=0)  # (n, num_classes)
-        if self.model.activation != "softmax":  # logits
+        if self.model.head_activation != "softmax":  # logits
             outputs = keras.ops.softmax(outputs, axis=-1)
         return np.asarray(keras.ops.convert_to_numpy(outputs), "float32")
 

@@ -9,7 +9,7 @@ from tests.helpers import padded_ids, to_numpy
 
 SMALL = dict(vocab_size=30, max_length=16, dim=16, depth=2, num_heads=2, mlp_dim=32)
 BERT_LIKE = dict(SMALL, position="learned", scale_embeddings=False, num_segments=2, embedding_norm=True,
-                 norm_first=False, layer_norm_epsilon=1e-12, pooler=True, activation="gelu_tanh")
+                 norm_first=False, layer_norm_epsilon=1e-12, pooler=True, mlp_activation="gelu_tanh")
 
 
 def test_states_per_token_with_their_padding_mask():

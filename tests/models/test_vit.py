@@ -35,7 +35,7 @@ def test_structure_names_and_features():
     assert isinstance(model.get_layer("block_1"), EncoderBlock)
     features = ViT(include_top=False, **SMALL)(images(2))
     assert tuple(features.shape) == (2, 32)
-    probabilities = to_numpy(ViT(activation="softmax", **SMALL)(images(2)))
+    probabilities = to_numpy(ViT(head_activation="softmax", **SMALL)(images(2)))
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
 
 

@@ -37,7 +37,7 @@ def test_predict_gives_the_softmax_of_the_model_on_the_recipe_token_ids():
 
 
 def test_a_softmax_model_is_not_softmaxed_twice():
-    model = classifier(activation="softmax")
+    model = classifier(head_activation="softmax")
     pipeline = TextClassifierPipeline(model, VOCABULARY)
     np.testing.assert_allclose(pipeline.predict(TEXTS[:2]), to_numpy(model(pipeline.token_ids(TEXTS[:2]))), atol=1e-6)
     assert pipeline.class_names == ["0", "1"] and pipeline.sequence_length == 8

@@ -1,0 +1,101 @@
+"""Named sizes and a stored configuration for the ready models: `from_preset`, `get_config`/`from_config`.
+
+A model's constructor builds its graph from keyword arguments. This mixin keeps those arguments: each is an
+attribute of the same name, `get_config` returns exactly them (keras-hub's habit), and `from_preset` fills them
+in from a named size. A misspelled keyword is a TypeError naming the closest valid one (`ViT(num_class=10)` must
+not quietly build a 1000-class model); a renamed one still works for a release, with a DeprecationWarning.
+"""
+
+import inspect
+import warnings
+
+from keras_tfm.layers import _checks
+from keras_tfm.models.presets import resolve_preset
+
+
+class PresetMixin:
+    """Presets and configuration for a functional `keras.Model` subclass whose constructor builds the graph.
+
+    A subclass sets `PRESETS` (a dict of named sizes), calls `check_keywords(kwargs)` before building and
+    `store_arguments(locals())` after `super().__init__`; every constructor argument is then an attribute of the
+    same name and `get_config` returns exactly those arguments (plus `name`, `trainable` and `dtype` from Keras).
+
+    Example:
+
+    >>> class Tiny(PresetMixin, keras.Model):
+    ...     PRESETS = {"small": dict(width=4)}
+    ...     def __init__(self, width=8, **kwargs):
+    ...         self.check_keywords(kwargs)
+    ...         inputs = keras.Input((3,))
+    ...         super().__init__(inputs, keras.layers.Dense(width)(inputs), **kwargs)
+    ...         self.store_arguments(locals())
+    >>> Tiny.from_preset("small").get_config()["width"]
+    4
+    """
+
+    PRESETS = {}
+    RENAMED_ARGUMENTS = {}  # old name -> new name, read by `renamed_argument` for one release
+
+    @classmethod
+    def argument_names(cls):
+        """The constructor's own argument names, in order (what `get_config` returns besides Keras' own)."""
+        return [name for name in inspect.signature(cls.__init__).parameters if name not in ("self", "kwargs")]
+
+    @classmethod
+    def check_keywords(cls, kwargs):
+        """A TypeError for a keyword in `kwargs` the model does not take, naming the closest valid one."""
+        _checks.known_keywords(cls, kwargs, _checks.MODEL_KEYWORDS | set(cls.RENAMED_ARGUMENTS))
+
+    @classmethod
+    def renamed_argument(cls, kwargs, old, value, default):
+        """Reads an argument under its old name for one release: pops `old` from `kwargs` and returns its value,
+        with a DeprecationWarning naming `new`; returns `value` (the new argument's) when `old` was not given.
+
+        Args:
+            kwargs: the constructor's `**kwargs` (also what a `.keras` file saved with the old name passes).
+            old: the deprecated name, a key of `RENAMED_ARGUMENTS` (whose value is the argument replacing it,
+                `new`).
+            value: the value received under `new`.
+            default: `new`'s default; anything else received under `new` together with `old` is a TypeError.
+
+        Returns:
+            The value to use for `new`.
+        """
+        new = cls.RENAMED_ARGUMENTS[old]
+        if old not in kwargs:
+            return value
+        old_value = kwargs.pop(old)
+        if value != default and value != old_value:
+            raise TypeError(f"{cls.__name__}: pass `{new}` only (`{old}` is its old name). Received: "
+                            f"{old}={old_value!r}, {new}={value!r}")
+        warnings.warn(f"{cls.__name__}: `{old}` is deprecated, use `{new}` (same meaning); `{old}` goes in the next "
+                      "release.", DeprecationWarning, stacklevel=3)
+        return old_value
+
+    def store_arguments(self, arguments):
+        """Keeps every constructor argument (from the constructor's `locals()`) as an attribute of that name."""
+        _checks.booleans(type(self), arguments)  # `norm_first="yes"` is an error, not True
+        for name in self.argument_names():
+            setattr(self, name, arguments[name])
+
+    @classmethod
+    def from_preset(cls, preset, **kwargs):
+        """A model of a named size (`PRESETS`); keyword arguments override the preset's.
+
+        Args:
+            preset: a key of `PRESETS`.
+            **kwargs: constructor arguments, winning over the preset's.
+
+        Returns:
+            The new model.
+        """
+        return cls(**resolve_preset(cls.PRESETS, preset, cls.__name__, kwargs))
+
+    def get_config(self):
+        config = super().get_config()  # name, trainable, dtype
+        config.update({name: getattr(self, name) for name in self.argument_names()})
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
