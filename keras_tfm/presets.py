@@ -57,3 +57,8 @@ LANGUAGE_MODEL_PRESETS = {
     "shakespeare_char": dict(dim=384, depth=6, num_heads=6, mlp_dim=1536, max_length=256, dropout=0.2),
     "tiny": dict(dim=32, depth=2, num_heads=2, mlp_dim=64, max_length=64),
 }
+
+
+# Choices the recipes offer as flags, read before Keras loads; the models and the tokenizer check against these.
+TEXT_CLASSIFIER_POOLS = ("cls", "mean", "pooler")  # how TextClassifier turns the token states into one vector
+SUBWORD_MODEL_TYPES = ("unigram", "bpe")  # SentencePiece's model types (keras_tfm.text.SubwordTokenizer)

@@ -45,11 +45,11 @@ import sys
 import time
 from contextlib import contextmanager
 
-from keras_tfm.presets import TEXT_CLASSIFIER_PRESETS  # plain Python: read before TensorFlow loads
+from keras_tfm.presets import TEXT_CLASSIFIER_POOLS, TEXT_CLASSIFIER_PRESETS  # plain Python: read before TensorFlow loads
 from recipes import flags
 
 PRESETS = tuple(sorted(TEXT_CLASSIFIER_PRESETS))
-POOLS = ("cls", "mean")  # keras_tfm.models.text_classifier.POOLS, less "pooler" (pretrained BERTs: --pretrained)
+POOLS = tuple(p for p in TEXT_CLASSIFIER_POOLS if p != "pooler")  # "pooler": pretrained BERTs (--pretrained)
 
 # Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
 MODEL_FLAGS = ("vocab_size", "sequence_length", "preset", "pool", "encoder", "pretrained")

@@ -26,11 +26,11 @@ import os
 import sys
 import time
 
-from keras_tfm.presets import SEQ2SEQ_PRESETS  # plain Python: read before TensorFlow loads
+from keras_tfm.presets import SEQ2SEQ_PRESETS, SUBWORD_MODEL_TYPES  # plain Python: read before TensorFlow loads
 from recipes import flags
 
 PRESETS = tuple(sorted(SEQ2SEQ_PRESETS))
-TOKENIZERS = ("unigram", "bpe")  # keras_tfm.text.MODEL_TYPES
+TOKENIZERS = SUBWORD_MODEL_TYPES
 
 # Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
 MODEL_FLAGS = ("source_lang", "target_lang", "vocab_size", "tokenizer", "separate_vocab", "max_length", "preset")

@@ -21,7 +21,7 @@ ALLOWED = {
     "visualize": {"explorer", "patch_grid"},
     "patch_grid": set(),
     "callbacks": {"layers", "attention_probe", "visualize", "explorer"},
-    "text": {"layers", "models", "attention_probe", "text", "data"},  # data: the IMDB standardiser
+    "text": {"layers", "models", "attention_probe", "text", "data", "presets"},  # data: the IMDB standardiser
     "data": {"data"},
     "schedules": set(),
     "presets": set(),  # plain dicts: the recipes read them before Keras loads

@@ -20,8 +20,8 @@ from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel, compile_classifier
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
 from keras_tfm.models.text_encoder import TextEncoder, symbolic_inputs
+from keras_tfm.presets import TEXT_CLASSIFIER_POOLS as POOLS
 
-POOLS = ("cls", "mean", "pooler")
 # The constructor arguments that size an encoder built here; with `encoder=` they come from it instead.
 ENCODER_SIZES = ("vocab_size", "max_length", "dim", "depth", "num_heads", "mlp_dim", "position", "attention_dropout",
                  "norm_first", "layer_norm_epsilon")

@@ -18,8 +18,9 @@ import os
 
 import numpy as np
 
+from keras_tfm.presets import SUBWORD_MODEL_TYPES as MODEL_TYPES
+
 PAD, UNK, START, END = 0, 1, 2, 3
-MODEL_TYPES = ("unigram", "bpe")
 
 
 class SubwordTokenizer:

@@ -25,8 +25,8 @@ MINIMAL_ARGUMENTS = {"experiments": ["all"], "pretrain_text": ["--text-file", "c
 
 
 def test_the_recipes_flag_choices_are_the_librarys_names():
-    # Presets and tasks come from keras_tfm's Keras-free modules (keras_tfm.presets, keras_tfm.data.digits). The
-    # pools and tokenizer types are still spelled out in the recipes (their modules import Keras): they must not drift.
+    # Presets, tasks, pools and tokenizer types come from keras_tfm's Keras-free modules (keras_tfm.presets,
+    # keras_tfm.data.digits), the same values the models and the tokenizer check against.
     assert reverse_digits.TASKS == digits.TASKS
     assert reverse_digits.PRESETS == translate.PRESETS == tuple(sorted(SEQ2SEQ_PRESETS))
     assert imdb_classifier.PRESETS == pretrain_text.PRESETS == tuple(sorted(TEXT_CLASSIFIER_PRESETS))
