@@ -140,7 +140,7 @@ class AttentionHistory:
             )
         return records
 
-    def _labels(self, record, queries, keys):
+    def _labels(self, record, keys):
         """`(query_labels, key_labels)` of a `(heads, queries, keys)` map, or `(None, None)` without tokens."""
         if self.tokens is None:
             return None, None
@@ -171,7 +171,7 @@ class AttentionHistory:
         described = []
         for record, m in layers:
             heads, queries, keys = m.shape
-            query_labels, key_labels = self._labels(record, queries, keys)
+            query_labels, key_labels = self._labels(record, keys)
             for labels, size, what in ((query_labels, queries, "query"), (key_labels, keys, "key")):
                 if labels is not None and len(labels) > size:
                     raise ValueError(
@@ -290,8 +290,9 @@ class AttentionHistory:
     def save(self, path):
         """Writes the page to `path` (UTF-8) and its data beside it, to `data_path(path)` (`.json`), for `resume`.
         Returns the page's path."""
-        _write_text(data_path(path), json.dumps(self.data(), separators=(",", ":")))
-        _write_text(os.fspath(path), self.html())
+        data = self.data()  # encoded once, for both files
+        _write_text(data_path(path), json.dumps(data, separators=(",", ":")))
+        _write_text(os.fspath(path), build_page(data, self.title or "attention"))
         return path
 
 
