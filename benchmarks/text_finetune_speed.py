@@ -44,11 +44,10 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.precision == "auto":
-        from recipes import common
+        from keras_tfm.hardware import choose_precision
 
-        choice = argparse.Namespace(mixed_precision=None, jit=False)
-        print(common.choose_precision(choice))
-        args.precision = "mixed_bfloat16" if choice.mixed_precision else "float32"
+        args.precision, why = choose_precision()
+        print(f"{keras.backend.backend()} backend, {why}")
     bf16 = args.precision == "mixed_bfloat16"
 
     rng = np.random.default_rng(0)

@@ -36,6 +36,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from keras_tfm import hardware
 from keras_tfm.callbacks import TerminateOnNaN, TimeBudget  # noqa: F401  (TimeBudget: recipes.common.TimeBudget too)
 from keras_tfm.data import DataUnavailable
 from keras_tfm.distribute import MultiWorkerMirroredStrategy
@@ -204,17 +205,96 @@ def strategy_scope(strategy):
     return strategy.scope() if strategy is not None else nullcontext()
 
 
-def setup(args):
-    """Applies the shared flags: seed and dtype policy. Returns the distribution strategy (or None)."""
+def setup(args, recipe=None):
+    """Applies the shared flags: thread pools, seed, the fast path (`--mixed-precision`, `--jit`) and the
+    distribution. Prints the backend, the devices and the path chosen, with the reason. Returns the distribution
+    strategy (or None).
+
+    Args:
+        args: the parsed flags; `args.mixed_precision` and `args.jit` are resolved in place ("auto" becomes what
+            was chosen), so summary.json records the path the run took.
+        recipe: the recipe's name, a key of FAST_PATHS_ON_AMX (its measured fast paths).
+    """
+    threads = hardware.set_threads()  # before the backend starts its thread pools
     keras.utils.set_random_seed(args.seed)
-    keras.config.set_dtype_policy(f"mixed_{args.mixed_precision}" if args.mixed_precision else "float32")
     strategy = distribution_strategy(args.distribute)  # first: a multi-worker strategy must start TensorFlow
-    print(f"{keras.backend.backend()} backend, training on {', '.join(training_devices())}")
+    backend = keras.backend.backend()
+    policy, why = fast_path(args, recipe, backend)
+    args.mixed_precision = None if policy == "float32" else policy.removeprefix("mixed_")
+    keras.config.set_dtype_policy(policy)
+    print(f"{backend} backend, training on {', '.join(training_devices())}, {threads} threads per pool")
+    print(f"{policy}, jit_compile={args.jit!r}: {why}")
+    hint = faster_backend_hint(recipe, backend)
+    if hint:
+        print(hint)
     if is_tf_distribute(strategy):
         print(f"training on {strategy.num_replicas_in_sync} replicas ({args.distribute})")
     elif strategy is not None:
         print(f"training on {len(strategy.device_mesh.devices.flatten())} devices ({args.distribute})")
     return strategy
+
+
+# The fastest (dtype policy, jit_compile, training examples/s) of each recipe's default model on each backend, on
+# 2 cores of a Xeon with AMX-BF16 units: benchmarks/fast_path.py, 2026-12-02 (docs/results.md). Wide models gain
+# from bfloat16 products on the matrix units (oneDNN's kernels: TensorFlow without XLA, PyTorch); small ones are
+# bound by per-operation overhead, which XLA's fusion removes. "auto" flags take these paths on such a CPU.
+FAST_PATHS_ON_AMX = {
+    "reverse_digits": {"tensorflow": ("float32", True, 2587), "jax": ("float32", True, 2432),
+                       "torch": ("float32", False, 1432)},
+    "cifar10_vit": {"tensorflow": ("mixed_bfloat16", False, 464), "jax": ("float32", True, 205),
+                    "torch": ("mixed_bfloat16", False, 428)},
+    "imdb_classifier --pretrained": {"tensorflow": ("mixed_bfloat16", False, 12.8),
+                                     "jax": ("mixed_bfloat16", True, 6.3), "torch": ("mixed_bfloat16", False, 16.0)},
+    "translate": {"tensorflow": ("mixed_bfloat16", False, 146), "jax": ("mixed_bfloat16", True, 85),
+                  "torch": ("mixed_bfloat16", False, 120)},
+    "language_model": {"tensorflow": ("float32", True, 369), "jax": ("mixed_bfloat16", True, 121),
+                       "torch": ("mixed_bfloat16", False, 168)},
+    "pretrain_text": {"tensorflow": ("float32", True, 90.5), "jax": ("mixed_bfloat16", True, 48),
+                      "torch": ("mixed_bfloat16", False, 74)},
+}
+
+
+def measured_fast_path(recipe, backend, distribute="none"):
+    """`(policy, jit_compile, examples/s)` of FAST_PATHS_ON_AMX for `recipe` on `backend`, where it applies: on
+    a CPU with AMX-BF16 units and without a `tf.distribute` strategy; else None."""
+    if distribute in ("mirrored", "multiworker") or on_gpu() or not hardware.has_amx_bf16():
+        return None
+    return FAST_PATHS_ON_AMX.get(recipe, {}).get(backend)
+
+
+def fast_path(args, recipe, backend):
+    """The dtype policy to train in and why; resolves `args.jit` in place. Flags given explicitly are kept. With
+    "auto": the path measured fastest for the recipe's model on this backend (`measured_fast_path`), else
+    Keras' own `jit_compile="auto"` and `mixed_bfloat16` where this backend's bfloat16 products, run as the step
+    runs them, are measured at least twice as fast as float32 ones (`keras_tfm.hardware.choose_precision`)."""
+    measured = measured_fast_path(recipe, backend, args.distribute)
+    if measured and args.jit == "auto":
+        args.jit = measured[1]
+    requested = {"auto": None, "off": "float32"}.get(args.mixed_precision, f"mixed_{args.mixed_precision}")
+    if measured and requested is None and args.jit == measured[1]:
+        return measured[0], (f"the fastest path measured for this model on {backend} with AMX-BF16 units "
+                             "(benchmarks/fast_path.py)")
+    policy, why = hardware.choose_precision(requested, compiled=args.jit is True)
+    return policy, why
+
+
+def on_gpu():
+    """True when the backend computes on a GPU."""
+    return not training_devices()[0].startswith(("cpu", "/device:CPU"))
+
+
+def faster_backend_hint(recipe, backend, at_least=1.1):
+    """A line saying that another backend trains `recipe`'s model at least `at_least` times as fast here and how
+    to get it, or None. Said only where measured (FAST_PATHS_ON_AMX, on a CPU with AMX-BF16 units); the run
+    itself stays on `backend`."""
+    here = measured_fast_path(recipe, backend)
+    if here is None:
+        return None
+    fastest, (policy, jit, speed) = max(FAST_PATHS_ON_AMX[recipe].items(), key=lambda item: item[1][2])
+    if speed < at_least * here[2]:
+        return None
+    return (f"note: KERAS_BACKEND={fastest} trains this model {speed / here[2]:.1f}x as fast as {backend} does on "
+            f"this CPU ({policy}, jit_compile={jit}; benchmarks/fast_path.py); this run stays on {backend}, as set")
 
 
 def training_devices():
@@ -236,30 +316,6 @@ def training_devices():
         gpus = tf.config.list_logical_devices("GPU")
         return [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
     return [backend]
-
-
-def matmul_speed(dtype, size=512, repeats=2):
-    """GFLOP/s of a `size` x `size` matrix product in `dtype` on this backend and machine (eager)."""
-    a = keras.random.normal((size, size), seed=0, dtype=dtype)
-    keras.ops.convert_to_numpy(keras.ops.matmul(a, a))  # warm-up
-    start = time.perf_counter()
-    for _ in range(repeats):
-        keras.ops.convert_to_numpy(keras.ops.matmul(a, a))
-    return 2 * size ** 3 * repeats / (time.perf_counter() - start) / 1e9
-
-
-def choose_precision(args):
-    """Measures float32 and bfloat16 matrix products here and, unless `--mixed-precision` was given, trains in
-    `mixed_bfloat16` when it is at least twice as fast (CPUs with AMX-BF16 units, GPUs), else in float32 (CPUs
-    without bf16 units, where bf16 products are emulated and can be 100x slower). Returns what it did, in words."""
-    float32, bfloat16 = matmul_speed("float32"), matmul_speed("bfloat16")
-    measured = f"float32 {float32:.0f} GFLOP/s, bfloat16 {bfloat16:.1f} GFLOP/s (a 512x512 product here)"
-    if args.mixed_precision:
-        return f"{keras.backend.backend()} backend, mixed_{args.mixed_precision} as asked; {measured}"
-    if bfloat16 >= 2 * float32:
-        args.mixed_precision = "bfloat16"
-    chosen = "mixed_bfloat16" if args.mixed_precision else "float32"
-    return f"{keras.backend.backend()} backend, {chosen} (measured: {measured}), jit_compile={args.jit!r}"
 
 
 def default_steps_per_execution(distribute="none"):

@@ -10,6 +10,7 @@ import os
 import sys
 
 DISTRIBUTE = ("none", "mirrored", "multiworker", "data_parallel")
+PRECISIONS = ("auto", "off", "float16", "bfloat16")  # --mixed-precision
 
 
 def _argument_type(name, convert, accept, expected):
@@ -75,14 +76,18 @@ def recipe_parser(description, epochs, batch_size, learning_rate):
                         help="delete a finished run in --output-dir and train again from scratch")
     parser.add_argument("--quick", action="store_true",
                         help="a tiny run on a few hundred examples that checks the whole pipeline runs")
-    parser.add_argument("--mixed-precision", nargs="?", const="float16", choices=("float16", "bfloat16"), default=None,
-                        help="compute in float16 (GPU; the flag alone) or bfloat16 (recent GPUs, TPUs, CPUs with "
-                             "AVX512-BF16), keeping float32 weights")
+    parser.add_argument("--mixed-precision", nargs="?", const="float16", choices=PRECISIONS, default="auto",
+                        help="auto: mixed_bfloat16 where this backend's bfloat16 matrix products, run as the training "
+                             "step runs them (compiled or not), are measured at least twice as fast as float32 ones "
+                             "(TensorFlow without XLA and PyTorch on CPUs with AMX-BF16 units, recent GPUs), else float32; off: float32; "
+                             "float16 (GPUs; the flag alone) or bfloat16: compute in that type, keeping float32 "
+                             "weights")
     parser.add_argument("--jit", action=argparse.BooleanOptionalAction, default="auto",
                         help="--jit compiles the training step with XLA (TensorFlow), jax.jit (JAX) or "
                              "torch.compile (PyTorch); --no-jit runs it without a compiler (TensorFlow: a graph, "
                              "JAX: op by op). The default is Keras' jit_compile='auto': jax.jit on JAX, XLA on "
-                             "TensorFlow with a GPU (a graph on a CPU), eager on PyTorch")
+                             "TensorFlow with a GPU (a graph on a CPU, measured as fast or faster there: "
+                             "benchmarks/fast_path.py), eager on PyTorch")
     parser.add_argument("--steps-per-execution", type=positive_int, default=None, metavar="N",
                         help="training steps per call into the compiled step (Keras' steps_per_execution): "
                              "callbacks and logs see every Nth step. Default: 8 on TensorFlow and JAX, 1 on "

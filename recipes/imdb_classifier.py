@@ -149,7 +149,7 @@ def main(argv=None, extra_callbacks=()):
     if args.pretrained:
         return fine_tune_pretrained(args, extra_callbacks)
     started = time.time()
-    strategy = common.setup(args)
+    strategy = common.setup(args, "imdb_classifier")
 
     # Data: reviews as text; a stratified share of the training reviews is held out for validation.
     with common.exit_when_data_unavailable():
@@ -255,8 +255,7 @@ def fine_tune_pretrained(args, extra_callbacks=()):
     with _errors_as_usage_errors():
         config = text_weights.read_config(args.pretrained)
         tokenizer = PretrainedTokenizer(args.pretrained, max_length=args.sequence_length, truncation=args.truncation)
-    print(common.choose_precision(args))  # before setup, which applies the policy
-    common.setup(args)
+    common.setup(args, "imdb_classifier --pretrained")
 
     with common.exit_when_data_unavailable():
         train_text, test_text = imdb.load_imdb(args.imdb_dir, args.data_dir, seed=args.seed)

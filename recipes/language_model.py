@@ -182,7 +182,7 @@ def main(argv=None, extra_callbacks=()):
     if args.sample:
         return sample_from_run(args)
     started = time.time()
-    strategy = common.setup(args)
+    strategy = common.setup(args, "language_model")
 
     # Data: one text, split 90/10 in file order; tokens learned from the training part.
     with common.exit_when_data_unavailable():

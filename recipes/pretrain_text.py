@@ -72,7 +72,7 @@ from keras_tfm.models import MaskedLanguageModel  # noqa: E402
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
     started = time.time()
-    strategy = common.setup(args)
+    strategy = common.setup(args, "pretrain_text")
     with common.exit_when_data_unavailable():
         documents = read_documents(args.text_dir, args.text_file, args.max_documents)
     output_dir = common.start_run("pretrain_text", args, MODEL_FLAGS)

@@ -60,7 +60,7 @@ from keras_tfm.models import Seq2SeqTransformer  # noqa: E402
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
     started = time.time()
-    strategy = common.setup(args)
+    strategy = common.setup(args, "reverse_digits")
     output_dir = common.start_run("reverse_digits", args, MODEL_FLAGS)
 
     # Data: generated on the fly from three seeds: training strings, validation strings (watched during training)

@@ -137,7 +137,7 @@ def main(argv=None, extra_callbacks=()):
     if args.translate:
         return translate(args.translate[0], args.translate[1:], args.num_beams, args.length_penalty)
     started = time.time()
-    strategy = common.setup(args)
+    strategy = common.setup(args, "translate")
 
     # Data: raw sentence pairs. The validation split stands in for a missing test split and vice versa; with
     # neither, the last training pairs are held out.

@@ -51,7 +51,7 @@ def pytest_collection_modifyitems(config, items):
     # budget allows for them. XLA (TensorFlow) and jax.jit (JAX) run them.
     skip_jit = pytest.mark.skip(reason="jit_compile=True is torch.compile on PyTorch; too slow for CI on 2 cores")
     for item in items:
-        if "tensorflow_only" in item.keywords:
+        if "tensorflow_only" in item.keywords and "every_backend" not in item.keywords:
             item.add_marker(skip)
         elif "jit" in item.keywords and keras.backend.backend() == "torch":
             item.add_marker(skip_jit)

@@ -26,6 +26,7 @@ ALLOWED = {
     "schedules": set(),
     "presets": set(),  # plain dicts: the recipes read them before Keras loads
     "distribute": set(),
+    "hardware": set(),  # thread pools and the precision to train in: imports a backend only to measure it
     "saving": {"layers", "metrics", "models", "callbacks", "text", "schedules"},  # registers all a file may name
     "__init__": {"layers", "metrics", "models", "attention_probe", "visualize", "callbacks", "text", "data",
                  "schedules", "saving"},

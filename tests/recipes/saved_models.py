@@ -42,6 +42,7 @@ LOADER = textwrap.dedent("""
             outputs = model(keras.tree.pack_sequence_as(model.input, flat), training=False)
             outputs = [np.asarray(keras.ops.convert_to_numpy(x)) for x in keras.tree.flatten(outputs)]
             np.savez(request["outputs"], *outputs)
+            np.savez(request["weights"], *[np.asarray(keras.ops.convert_to_numpy(w)) for w in model.weights])
             schedule = getattr(model.optimizer, "_learning_rate", None)
             answer = {"optimizer": type(model.optimizer).__name__ if model.optimizer else None,
                       "schedule": type(schedule).__name__}
@@ -104,13 +105,16 @@ class Loader:
         assert line, f"the loader stopped (exit status {self.process.poll()})"
         return json.loads(line)
 
-    def check(self, model_path, trained, atol=1e-5):
-        """Loads `model_path` without the recipes and asserts it predicts what `trained` predicts.
+    def check(self, model_path, trained, atol=None):
+        """Loads `model_path` without the recipes and asserts that its weights are the trained model's, exactly,
+        and that it predicts what `trained` predicts.
 
         Args:
             model_path: the `.keras` file a recipe saved.
             trained: the model the recipe trained and saved (`KeepModel.trained`).
-            atol: the largest difference allowed between the two models' outputs.
+            atol: the largest difference allowed between the two models' outputs; by default 1e-5, or 0.05 for a
+                model that computes in bfloat16 (8 significant bits: another process may add up a product in
+                another order, with other roundings, layer after layer).
 
         Returns:
             What the loader found: {"optimizer": class name, "schedule": its learning-rate schedule's class name}.
@@ -123,14 +127,23 @@ class Loader:
         flat = keras.tree.flatten(inputs)
         probe = os.path.join(self.folder, f"probe_{self.requests}.npz")
         outputs = os.path.join(self.folder, f"outputs_{self.requests}.npz")
+        weights = os.path.join(self.folder, f"weights_{self.requests}.npz")
         np.savez(probe, **{f"input_{i}": x for i, x in enumerate(flat)})
         self.process.stdin.write(json.dumps({"model": os.fspath(model_path), "probe": probe, "inputs": len(flat),
-                                             "outputs": outputs}) + "\n")
+                                             "outputs": outputs, "weights": weights}) + "\n")
         self.process.stdin.flush()
         answer = self._answer()
         assert "error" not in answer, f"{model_path} does not load without the recipes: {answer['error']}"
         with np.load(outputs) as loaded:
             found = [loaded[f"arr_{i}"] for i in range(len(loaded.files))]
+        with np.load(weights) as loaded:
+            loaded_weights = [loaded[f"arr_{i}"] for i in range(len(loaded.files))]
+        trained_weights = [np.asarray(keras.ops.convert_to_numpy(w)) for w in trained.weights]
+        assert len(loaded_weights) == len(trained_weights)
+        for got, want in zip(loaded_weights, trained_weights):
+            np.testing.assert_array_equal(got, want)  # the file holds exactly what was trained
+        if atol is None:
+            atol = 0.05 if trained.dtype_policy.compute_dtype == "bfloat16" else 1e-5
         assert [x.shape for x in found] == [x.shape for x in expected]
         for got, want in zip(found, expected):
             np.testing.assert_allclose(got, want, atol=atol, rtol=1e-5)

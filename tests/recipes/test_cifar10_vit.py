@@ -18,6 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 @pytest.mark.slow
+@pytest.mark.every_backend
 def test_quick_run_on_an_image_folder_writes_every_promised_file(tmp_path, capsys, loads_without_recipes):
     images = write_image_folder(tmp_path / "cifar", train_per_class=10)
     run = tmp_path / "run"

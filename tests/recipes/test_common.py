@@ -1,6 +1,7 @@
 """The recipes' shared plumbing: flags, run folders, optimizer options, history and curves."""
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -333,3 +334,92 @@ def test_setup_prints_the_devices_it_trains_on(capsys):
     out = capsys.readouterr().out
     assert f"{keras.backend.backend()} backend, training on " in out
     assert any(device.split(" ")[0] in out for device in common.training_devices())
+
+
+@pytest.mark.parametrize("bfloat16_speedup, flags", [(5.0, []), (0.8, []), (5.0, ["--jit"])])
+def test_without_a_measured_path_bfloat16_is_chosen_by_measuring_products(bfloat16_speedup, flags, monkeypatch,
+                                                                          capsys):
+    from keras_tfm import hardware
+    from recipes import reverse_digits
+
+    measured = []
+
+    def products(dtype, compiled=False, **kwargs):
+        measured.append(compiled)
+        return 100.0 * (bfloat16_speedup if dtype == "bfloat16" else 1.0)
+
+    monkeypatch.setattr(hardware, "matmul_gflops", products)
+    monkeypatch.setattr(hardware, "has_amx_bf16", lambda: False)  # FAST_PATHS_ON_AMX does not apply
+    args = reverse_digits.parse_args(flags)
+    assert args.mixed_precision == "auto"
+    common.setup(args, "reverse_digits")
+    # The products are measured as the step runs them: through XLA with --jit; as Keras' "auto" runs them on a
+    # CPU otherwise (jax.jit on JAX: matmul_gflops does that itself).
+    assert measured == [bool(flags)] * 2 and args.jit == (True if flags else "auto")
+    chosen = "mixed_bfloat16" if bfloat16_speedup >= 2 else "float32"
+    assert keras.config.dtype_policy().name == chosen
+    assert args.mixed_precision == ("bfloat16" if bfloat16_speedup >= 2 else None)  # what summary.json records
+    out = capsys.readouterr().out
+    assert f"{chosen}, jit_compile={args.jit!r}: {chosen}: bfloat16 products {bfloat16_speedup:.1f}x as fast" in out
+
+
+@pytest.mark.parametrize("recipe", sorted(common.FAST_PATHS_ON_AMX))
+def test_on_a_cpu_with_amx_bf16_units_each_recipe_takes_its_measured_fast_path(recipe, monkeypatch, capsys):
+    from keras_tfm import hardware
+    from recipes import reverse_digits
+
+    monkeypatch.setattr(hardware, "has_amx_bf16", lambda: True)
+    monkeypatch.setattr(common, "on_gpu", lambda: False)
+    monkeypatch.setattr(hardware, "matmul_gflops", lambda *a, **k: pytest.fail("measured, not looked up"))
+    backend = keras.backend.backend()
+    policy, jit, _ = common.FAST_PATHS_ON_AMX[recipe][backend]
+    args = reverse_digits.parse_args([])
+    common.setup(args, recipe)
+    assert keras.config.dtype_policy().name == policy and args.jit is jit
+    assert f"{policy}, jit_compile={jit!r}: the fastest path measured for this model on {backend}" in (
+        capsys.readouterr().out)
+    # Under a tf.distribute strategy the table does not apply (it was measured on one device).
+    assert common.measured_fast_path(recipe, backend, "mirrored") is None
+
+
+@pytest.mark.parametrize("flags, policy, jit", [(["--mixed-precision", "off", "--no-jit"], "float32", False),
+                                                (["--mixed-precision", "bfloat16", "--jit"], "mixed_bfloat16", True),
+                                                (["--mixed-precision"], "mixed_float16", "auto")])
+def test_setup_keeps_what_the_flags_ask_for(flags, policy, jit, monkeypatch):
+    from keras_tfm import hardware
+    from recipes import reverse_digits
+
+    monkeypatch.setattr(hardware, "matmul_gflops", lambda dtype, **kwargs: 500.0 if dtype == "bfloat16" else 1.0)
+    monkeypatch.setattr(hardware, "has_amx_bf16", lambda: False)
+    args = reverse_digits.parse_args(flags)
+    common.setup(args, "translate")
+    assert keras.config.dtype_policy().name == policy and args.jit == jit
+
+
+def test_a_faster_backend_is_named_at_the_start_never_switched_to(monkeypatch):
+    from keras_tfm import hardware
+
+    monkeypatch.setattr(hardware, "has_amx_bf16", lambda: True)
+    monkeypatch.setattr(common, "on_gpu", lambda: False)
+    monkeypatch.setattr(common, "FAST_PATHS_ON_AMX", {"r": {"tensorflow": ("mixed_bfloat16", False, 10.0),
+                                                            "jax": ("float32", True, 10.5),
+                                                            "torch": ("mixed_bfloat16", False, 16.0)}})
+    hint = common.faster_backend_hint("r", "tensorflow")
+    assert hint.startswith("note: KERAS_BACKEND=torch trains this model 1.6x as fast as tensorflow does")
+    assert hint.endswith("this run stays on tensorflow, as set")
+    assert common.faster_backend_hint("r", "jax").startswith("note: KERAS_BACKEND=torch trains this model 1.5x")
+    assert common.faster_backend_hint("r", "torch") is None  # the fastest already
+    assert common.faster_backend_hint("other", "tensorflow") is None  # not measured
+    monkeypatch.setattr(hardware, "has_amx_bf16", lambda: False)  # measured on AMX-BF16 CPUs only
+    assert common.faster_backend_hint("r", "tensorflow") is None
+
+
+def test_the_measured_fast_paths_name_the_benchmarks_setups():
+    spec = importlib.util.spec_from_file_location("fast_path", os.path.join(ROOT, "benchmarks", "fast_path.py"))
+    fast_path = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fast_path)
+    assert set(common.FAST_PATHS_ON_AMX) == {recipe for recipe, _, _ in fast_path.SETUPS.values()}
+    for paths in common.FAST_PATHS_ON_AMX.values():
+        assert set(paths) == {"tensorflow", "jax", "torch"}
+        assert all(policy in ("float32", "mixed_bfloat16") and jit in (True, False) and speed > 0
+                   for policy, jit, speed in paths.values())

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.tensorflow_only  # the loaders and TextVectorization ru
 
 
 @pytest.mark.slow
+@pytest.mark.every_backend
 def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path, capsys, loads_without_recipes):
     folder = write_acl_imdb(tmp_path / "aclImdb")
     output_dir = tmp_path / "run"
@@ -170,6 +171,7 @@ def test_encoder_flag_errors_are_clear(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.every_backend
 def test_quick_fine_tune_of_a_pretrained_checkpoint(tmp_path, capsys):
     """`--pretrained FOLDER` on a tiny random BERT written by transformers: the checkpoint's tokenizer, a new head,
     the attention explorer over the parts of the epoch, and a saved pipeline that --predict reads."""

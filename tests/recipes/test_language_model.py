@@ -60,6 +60,7 @@ def test_without_a_text_file_or_network_the_recipe_answers_at_once(network_unrea
 
 
 @pytest.mark.slow
+@pytest.mark.every_backend
 def test_quick_run_learns_writes_samples_and_resumes(tmp_path, loads_without_recipes):
     text_file = write_text(tmp_path / "corpus.txt")
     run = tmp_path / "run"

@@ -13,6 +13,7 @@ pytestmark = pytest.mark.tensorflow_only  # TextVectorization and tf.data
 
 
 @pytest.mark.slow
+@pytest.mark.every_backend
 def test_quick_run_on_a_text_file_writes_an_encoder_folder(tmp_path, loads_without_recipes):
     corpus = tmp_path / "corpus.txt"
     english, _ = make_corpus(300, seed=0)

@@ -18,6 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 @pytest.mark.slow
+@pytest.mark.every_backend
 def test_quick_run_learns_writes_every_promised_file_and_is_never_overwritten(tmp_path, capsys, loads_without_recipes):
     keep = KeepModel()
     summary = reverse_digits.main(["--quick", "--output-dir", str(tmp_path)], extra_callbacks=[keep])

@@ -32,6 +32,7 @@ def test_a_resumed_run_reuses_its_saved_tokenizers(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.every_backend
 def test_quick_run_writes_every_promised_file(corpus_files, tmp_path, capsys, loads_without_recipes):
     folder, _ = corpus_files
     keep = KeepModel()

@@ -1,0 +1,147 @@
+"""What this machine computes fastest, and how to let a training use it: thread pools sized to the cores the
+process may use, and the precision whose matrix products are fastest here.
+
+Two facts drive it (measured in `benchmarks/fast_path.py`, numbers in docs/results.md):
+
+* Every backend sizes its thread pools to all the machine's cores, not to the ones the process may use
+  (`taskset`, a container's CPU set, pytest-xdist workers sharing the cores). With more busy threads than cores,
+  the threads wait on each other at every small operation, and a step can be ten times slower.
+* On CPUs with AMX-BF16 matrix units (Intel Xeon since Sapphire Rapids) and on recent GPUs, bfloat16 matrix
+  products run several times faster than float32 ones, on the backends whose kernels use those units; elsewhere
+  bfloat16 is emulated and slower. `choose_precision` measures instead of guessing.
+
+Nothing here imports a backend that is not loaded already, except through Keras for the measurement.
+
+Example:
+
+>>> from keras_tfm import hardware
+>>> hardware.set_threads()  # doctest: +SKIP  (before the first training step)
+2
+>>> policy, why = hardware.choose_precision()  # doctest: +SKIP
+>>> keras.config.set_dtype_policy(policy)  # doctest: +SKIP
+"""
+
+import os
+import sys
+import time
+
+# Variables each backend reads once, when it starts its thread pools.
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+
+
+def usable_cores():
+    """The number of cores this process may run on (its CPU affinity: `taskset`, a container's CPU set), which
+    can be fewer than `os.cpu_count()`."""
+    if hasattr(os, "sched_getaffinity"):  # Linux
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def has_amx_bf16():
+    """True on a CPU with AMX-BF16 matrix units (read from /proc/cpuinfo; False where there is none to read)."""
+    try:
+        with open("/proc/cpuinfo") as file:
+            return any(line.startswith("flags") and " amx_bf16" in line for line in file)
+    except OSError:
+        return False
+
+
+def set_threads(threads=None):
+    """Sizes the thread pools of every loaded backend (and of those loaded later) to `threads`, by default the
+    cores this process may use (`usable_cores`). A variable the user set in the environment wins.
+
+    Call it before the first computation: TensorFlow fixes its pools at its first operation (later calls leave
+    them as they are) and JAX reads `XLA_FLAGS` when it starts. PyTorch's pool can be resized at any time.
+
+    Args:
+        threads: threads per pool (a positive int), or None for `usable_cores()`.
+
+    Returns:
+        The number of threads asked for.
+    """
+    if threads is None:
+        threads = usable_cores()
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"`threads` must be a positive integer or None. Received: threads={threads!r}")
+    for name in _THREAD_VARIABLES:
+        os.environ.setdefault(name, str(threads))
+    if "jax" not in sys.modules and threads == 1 and "XLA_FLAGS" not in os.environ:
+        os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    if "torch" in sys.modules:
+        import torch
+
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    if "tensorflow" in sys.modules:
+        import tensorflow as tf
+
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(int(os.environ["TF_NUM_INTRAOP_THREADS"]))
+            tf.config.threading.set_inter_op_parallelism_threads(int(os.environ["TF_NUM_INTEROP_THREADS"]))
+        except RuntimeError:  # TensorFlow has started already: its pools stay as they are
+            pass
+    return threads
+
+
+def matmul_gflops(dtype, size=512, repeats=4, compiled=False):
+    """GFLOP/s of a `size` x `size` matrix product in `dtype` on the Keras backend (after a warm-up).
+
+    Args:
+        dtype: `"float32"`, `"bfloat16"`, ...
+        size: the matrices' side.
+        repeats: products timed.
+        compiled: run the product as a compiled step runs it: XLA on TensorFlow, `jax.jit` on JAX (every JAX
+            operation runs through XLA), eager on PyTorch (whose compiler calls the same oneDNN/cuBLAS kernels).
+    """
+    import keras
+
+    product = keras.ops.matmul
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        product = jax.jit(keras.ops.matmul)
+    elif backend == "tensorflow" and compiled:
+        import tensorflow as tf
+
+        product = tf.function(keras.ops.matmul, jit_compile=True)
+    a = keras.random.normal((size, size), seed=0, dtype=dtype)
+    float(keras.ops.convert_to_numpy(keras.ops.cast(keras.ops.sum(product(a, a)), "float32")))  # compiles, warms up
+    start = time.perf_counter()
+    for _ in range(repeats):
+        result = product(a, a)
+    float(keras.ops.convert_to_numpy(keras.ops.cast(keras.ops.sum(result), "float32")))  # waits for the last one
+    return 2 * size ** 3 * repeats / (time.perf_counter() - start) / 1e9
+
+
+def choose_precision(requested=None, compiled=False, speedup=2.0):
+    """The dtype policy to train in on this backend and machine, and why, in words.
+
+    Measures float32 and bfloat16 matrix products as the training step will run them (`matmul_gflops`, compiled
+    or not): `"mixed_bfloat16"` when bfloat16 is at least `speedup` times as fast (PyTorch's and TensorFlow's
+    oneDNN kernels on CPUs with AMX-BF16 units, recent GPUs), else `"float32"` (XLA's CPU code, which does not use
+    those units, and CPUs without bf16 units, where bf16 products are emulated, up to 100x slower). A `requested`
+    policy is returned as it is, with the measurement beside it.
+
+    Args:
+        requested: a dtype policy the user asked for, or None to choose.
+        compiled: whether the training step is compiled (`jit_compile=True`).
+        speedup: how much faster bfloat16 products must be to choose them.
+
+    Returns:
+        `(policy, explanation)`.
+
+    Example:
+
+    >>> policy, why = choose_precision()  # doctest: +SKIP
+    >>> policy, why  # doctest: +SKIP
+    ('mixed_bfloat16', 'mixed_bfloat16: bfloat16 products 5.2x as fast as float32 here (512x512, eager: ...)')
+    """
+    float32 = matmul_gflops("float32", compiled=compiled)
+    bfloat16 = matmul_gflops("bfloat16", compiled=compiled)
+    how = "compiled" if compiled else "eager"
+    measured = (f"bfloat16 products {bfloat16 / float32:.1f}x as fast as float32 here (512x512, {how}: "
+                f"{bfloat16:.0f} and {float32:.0f} GFLOP/s)")
+    if requested:
+        return requested, f"{requested} as asked; {measured}"
+    policy = "mixed_bfloat16" if bfloat16 >= speedup * float32 else "float32"
+    return policy, f"{policy}: {measured}"

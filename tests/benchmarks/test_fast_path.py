@@ -1,0 +1,49 @@
+"""`benchmarks/fast_path.py`: its FLOP counts, and a one-step run end to end (a worker process per backend)."""
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import keras
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _fast_path():
+    spec = importlib.util.spec_from_file_location("fast_path", ROOT / "benchmarks" / "fast_path.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_flop_counts_are_the_matrix_products_of_the_blocks():
+    fast_path = _fast_path()
+    # One block, 2 tokens, width 4, MLP 8: Q, K, V, O (4 products of 2x4 by 4x4), the MLP (2x4 by 4x8, 2x8 by
+    # 8x4), scores QK^T (2x4 by 4x2) and the weighted sum (2x2 by 2x4); 2 FLOPs per multiply-add.
+    by_hand = 4 * (2 * 2 * 4 * 4) + 2 * (2 * 2 * 4 * 8) + 2 * (2 * 2 * 4 * 2)
+    assert fast_path.encoder_flops(2, 4, 8, 1) == by_hand
+    # A decoder block adds cross-attention (Q, O over the target; K, V over the source; two products) and the
+    # output layer.
+    encoder, decoder_self = fast_path.encoder_flops(3, 4, 8, 1), fast_path.encoder_flops(2, 4, 8, 1)
+    cross = 2 * (2 * 2 * 4 * 4) + 2 * (2 * 3 * 4 * 4) + 2 * (2 * 2 * 3 * 4)
+    assert fast_path.seq2seq_flops(3, 2, 4, 8, 1, 1, 10) == encoder + decoder_self + cross + 2 * 2 * 4 * 10
+
+
+def test_one_step_of_one_setup_runs_end_to_end(tmp_path):
+    backend = keras.backend.backend()
+    output = tmp_path / "fast_path.json"
+    result = subprocess.run(
+        [sys.executable, "benchmarks/fast_path.py", "--setups", "reverse_digits", "--backends", backend,
+         "--precisions", "float32", "mixed_bfloat16", "--jit", "on", "--cores", "1", "--rounds", "1", "--steps",
+         "1", "--warmup", "1", "--output", str(output)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    measured = json.loads(output.read_text())
+    assert [(c["backend"], c["precision"], c["cores"]) for c in measured["configurations"]] == [
+        (backend, "float32", 1), (backend, "mixed_bfloat16", 1)]
+    assert all(c["seconds"][0] > 0 and c["flops"] > 0 for c in measured["configurations"])
+    assert set(measured["peaks"][f"{backend}/1"]) == {"float32", "bfloat16"}
+    assert "reverse_digits (Seq2SeqTransformer 'tiny'" in result.stdout and "examples/s" in result.stdout
