@@ -336,6 +336,7 @@ def test_setup_prints_the_devices_it_trains_on(capsys):
     assert any(device.split(" ")[0] in out for device in common.training_devices())
 
 
+@pytest.mark.every_backend
 @pytest.mark.parametrize("bfloat16_speedup, flags", [(5.0, []), (0.8, []), (5.0, ["--jit"])])
 def test_without_a_measured_path_bfloat16_is_chosen_by_measuring_products(bfloat16_speedup, flags, monkeypatch,
                                                                           capsys):
@@ -363,6 +364,7 @@ def test_without_a_measured_path_bfloat16_is_chosen_by_measuring_products(bfloat
     assert f"{chosen}, jit_compile={args.jit!r}: {chosen}: bfloat16 products {bfloat16_speedup:.1f}x as fast" in out
 
 
+@pytest.mark.every_backend
 @pytest.mark.parametrize("recipe", sorted(common.FAST_PATHS_ON_AMX))
 def test_on_a_cpu_with_amx_bf16_units_each_recipe_takes_its_measured_fast_path(recipe, monkeypatch, capsys):
     from keras_tfm import hardware
@@ -382,6 +384,7 @@ def test_on_a_cpu_with_amx_bf16_units_each_recipe_takes_its_measured_fast_path(r
     assert common.measured_fast_path(recipe, backend, "mirrored") is None
 
 
+@pytest.mark.every_backend
 @pytest.mark.parametrize("flags, policy, jit", [(["--mixed-precision", "off", "--no-jit"], "float32", False),
                                                 (["--mixed-precision", "bfloat16", "--jit"], "mixed_bfloat16", True),
                                                 (["--mixed-precision"], "mixed_float16", "auto")])
@@ -396,6 +399,7 @@ def test_setup_keeps_what_the_flags_ask_for(flags, policy, jit, monkeypatch):
     assert keras.config.dtype_policy().name == policy and args.jit == jit
 
 
+@pytest.mark.every_backend
 def test_a_faster_backend_is_named_at_the_start_never_switched_to(monkeypatch):
     from keras_tfm import hardware
 
