@@ -35,11 +35,14 @@ def test_a_process_pinned_to_one_core_sizes_every_pool_to_one_thread(torch_first
 
 
 def test_a_thread_count_the_user_set_wins(monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    threads = os.environ.get("OMP_NUM_THREADS", "1")  # this test process's own, kept for the tests after this one
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
     monkeypatch.delenv("TF_NUM_INTRAOP_THREADS", raising=False)
     monkeypatch.delenv("TF_NUM_INTEROP_THREADS", raising=False)
-    assert hardware.set_threads(1) == 1
-    assert os.environ["OMP_NUM_THREADS"] == "3" and os.environ["TF_NUM_INTRAOP_THREADS"] == "1"
+    for backend in ("torch", "tensorflow"):  # as if not loaded yet: this process's own pools stay as they are
+        monkeypatch.delitem(sys.modules, backend, raising=False)
+    assert hardware.set_threads(int(threads) + 2) == int(threads) + 2
+    assert os.environ["OMP_NUM_THREADS"] == threads and os.environ["TF_NUM_INTRAOP_THREADS"] == str(int(threads) + 2)
 
 
 @pytest.mark.parametrize("threads", [0, -2, True, "2", 1.5])
