@@ -58,7 +58,10 @@ def seq2seq_flops(source, target, dim, mlp_dim, encoder_depth, decoder_depth, vo
 SETUPS = {
     # name: (recipe, batch, what it is)
     "reverse_digits": ("reverse_digits", 64, "Seq2SeqTransformer 'tiny' (dim 64, 2+2 blocks), 10 -> 11 tokens"),
-    "vit": ("cifar10_vit", 128, "ViT 'cifar10_cpu' (dim 128, 4 blocks, conv stem, 64 tokens), 32x32 images"),
+    "vit_small": ("cifar10_vit --preset small", 128,
+                  "ViT 'small' (dim 192, 6 blocks, 4x4 patches, 65 tokens), 32x32 images"),
+    "vit_cifar10_cpu": ("cifar10_vit --preset cifar10_cpu", 128,
+                        "ViT 'cifar10_cpu' (dim 128, 4 blocks, conv stem, 64 tokens), 32x32 images"),
     "text_classifier": ("imdb_classifier --pretrained", 16,
                         "TextClassifier shaped as all-MiniLM-L6-v2 (6 x 384, 12 heads), 256 word pieces, "
                         "no attention dropout (the recipe's default)"),
@@ -95,16 +98,19 @@ def build_setup(name, precision, jit):
             source, target = digits.make_dataset(batch, 10, seed=0)
             x, y = (source, target[:, :-1]), target[:, 1:]
             flops = seq2seq_flops(source.shape[1], target.shape[1] - 1, 64, 128, 2, 2, digits.VOCAB_SIZE) * batch
-        elif name == "vit":
+        elif name.startswith("vit_"):
             from recipes import cifar10_vit
 
-            model = cifar10_vit.build_model(cifar10_vit.parse_args(["--preset", "cifar10_cpu"]), 10)
+            preset = name.removeprefix("vit_")
+            model = cifar10_vit.build_model(cifar10_vit.parse_args(["--preset", preset]), 10)
             model.compile_for_training(optimizer=keras.optimizers.AdamW(1e-3, clipnorm=1.0), jit_compile=jit)
             x = rng.integers(0, 256, (batch, 32, 32, 3)).astype("float32")
             y = rng.integers(0, 10, batch)
-            # The conv stem (two 3x3 convolutions to 64 and 128 channels) plus four blocks over the 8x8 tokens.
-            stem = 2 * (32 * 32 * 3 * 3 * 3 * 64 + 16 * 16 * 3 * 3 * 64 * 128)
-            flops = (stem + encoder_flops(64, 128, 256, 4)) * batch
+            if preset == "cifar10_cpu":  # a conv stem (3x3 convolutions to 64 and 128 channels), 8x8 tokens
+                embed = 2 * (32 * 32 * 3 * 3 * 3 * 64 + 16 * 16 * 3 * 3 * 64 * 128)
+                flops = (embed + encoder_flops(64, 128, 256, 4)) * batch
+            else:  # 4x4 patches projected to 192, 64 patches and a [CLS] token
+                flops = (2 * 64 * 48 * 192 + encoder_flops(65, 192, 384, 6)) * batch
         elif name == "text_classifier":
             from keras_tfm.models import TextClassifier, TextEncoder
             from keras_tfm.models.text_weights import encoder_arguments

@@ -175,7 +175,7 @@ def validation_count(args, training_images):
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
     started = time.time()
-    strategy = common.setup(args, "cifar10_vit")
+    strategy = common.setup(args, f"cifar10_vit --preset {args.preset}")  # presets differ in their fast path
 
     # Data: uint8 images; the test split is small enough to hold in memory, in a fixed order.
     download = args.download or args.data_dir is None  # never fill a folder the user named without being asked

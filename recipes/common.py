@@ -234,15 +234,20 @@ def setup(args, recipe=None):
     return strategy
 
 
-# The fastest (dtype policy, jit_compile, training examples/s) of each recipe's default model on each backend, on
-# 2 cores of a Xeon with AMX-BF16 units: benchmarks/fast_path.py, 2026-12-02 (docs/results.md). Wide models gain
-# from bfloat16 products on the matrix units (oneDNN's kernels: TensorFlow without XLA, PyTorch); small ones are
-# bound by per-operation overhead, which XLA's fusion removes. "auto" flags take these paths on such a CPU.
+# The fastest (dtype policy, jit_compile, training examples/s) of each recipe's default model (and of cifar10_vit's
+# CPU-hour preset) on each backend, on 2 cores of a Xeon with AMX-BF16 units: benchmarks/fast_path.py, 2026-12-02
+# (docs/results.md). No rule of thumb predicts them: bfloat16 on the matrix units (oneDNN's kernels: TensorFlow
+# without XLA, PyTorch) pays for some wide models, XLA's fusion for others, and XLA is 3.6x slower than a graph for
+# the from-scratch IMDB classifier. "auto" flags take these paths on such a CPU.
 FAST_PATHS_ON_AMX = {
     "reverse_digits": {"tensorflow": ("float32", True, 2587), "jax": ("float32", True, 2432),
                        "torch": ("float32", False, 1432)},
-    "cifar10_vit": {"tensorflow": ("mixed_bfloat16", False, 464), "jax": ("float32", True, 205),
-                    "torch": ("mixed_bfloat16", False, 428)},
+    "cifar10_vit --preset small": {"tensorflow": ("float32", True, 188), "jax": ("mixed_bfloat16", True, 117),
+                                   "torch": ("mixed_bfloat16", False, 186)},
+    "cifar10_vit --preset cifar10_cpu": {"tensorflow": ("mixed_bfloat16", False, 464), "jax": ("float32", True, 205),
+                                         "torch": ("mixed_bfloat16", False, 428)},
+    "imdb_classifier": {"tensorflow": ("float32", False, 286), "jax": ("mixed_bfloat16", True, 163),
+                        "torch": ("mixed_bfloat16", False, 372)},
     "imdb_classifier --pretrained": {"tensorflow": ("mixed_bfloat16", False, 12.8),
                                      "jax": ("mixed_bfloat16", True, 6.3), "torch": ("mixed_bfloat16", False, 16.0)},
     "translate": {"tensorflow": ("mixed_bfloat16", False, 146), "jax": ("mixed_bfloat16", True, 85),

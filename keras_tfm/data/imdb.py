@@ -162,6 +162,26 @@ def make_vectorizer(vocab_size, sequence_length, vocabulary=None):
     )
 
 
+def vectorize(vectorizer, texts, batch_size=1024):
+    """Token ids `(len(texts), sequence_length)` int32 of a list of strings, `batch_size` texts at a time.
+
+    The strings reach `vectorizer` as a TensorFlow string tensor, on every Keras backend: handed a NumPy array of
+    Python strings, Keras' `TextVectorization` on JAX and PyTorch encodes them as ASCII and fails on the first
+    other character ("UnicodeEncodeError: 'ascii' codec", e.g. the "\\x97" dashes of some IMDB reviews).
+
+    Args:
+        vectorizer: a `TextVectorization` (`make_vectorizer`) with its vocabulary.
+        texts: a list of strings.
+        batch_size: texts per call.
+    """
+    import tensorflow as tf
+
+    batches = [np.asarray(vectorizer(tf.constant(texts[i: i + batch_size], tf.string)), "int32")
+               for i in range(0, len(texts), batch_size)]
+    return np.concatenate(batches) if batches else np.zeros((0, vectorizer.get_config()["output_sequence_length"]),
+                                                             "int32")
+
+
 def texts(dataset, limit=None):
     """The review texts of a `(text, label)` dataset, as a dataset of strings (for `adapt`)."""
     dataset = dataset.map(lambda text, label: text)

@@ -19,7 +19,7 @@ import os
 import keras
 import numpy as np
 
-from keras_tfm.data.imdb import load_vocabulary, save_vocabulary, standardize_review
+from keras_tfm.data.imdb import load_vocabulary, save_vocabulary, standardize_review, vectorize
 from keras_tfm.models.text_classifier import TextClassifier
 from keras_tfm.text.pretrained_tokenizer import PretrainedTokenizer
 
@@ -114,7 +114,7 @@ class TextClassifierPipeline:
             return np.zeros((0, self.sequence_length), "int32")
         if self.tokenizer is not None:
             return self.tokenizer(texts)  # the dict: token ids, padding mask, segment ids
-        return np.asarray(self.vectorizer(np.array(texts, dtype=object)), "int32")
+        return vectorize(self.vectorizer, texts)  # a string tensor: non-ASCII text on every backend
 
     def predict(self, texts, batch_size=256):
         """Class probabilities `(len(texts), num_classes)` float32 of a list of strings (rows sum to 1)."""

@@ -16,11 +16,12 @@ NEUTRAL = ["the", "film", "movie", "plot", "actors", "story", "was", "and", "a",
 ONLY_UNLABELLED, ONLY_TEST = "zeppelin", "quixotic"  # words that appear in one part of the folder only
 
 
-def write_acl_imdb(root, per_class=16, seed=0, unsup=0):
+def write_acl_imdb(root, per_class=16, seed=0, unsup=0, beyond_ascii=False):
     """A tiny folder with the aclImdb layout: {train,test}/{pos,neg}/*.txt, short reviews whose sentiment words
     give the label away (with the `<br />` tags and punctuation of the real reviews); with `unsup`, that many
     unlabelled reviews in train/unsup/. Every unlabelled review says ONLY_UNLABELLED and every test review
-    ONLY_TEST, so a test can tell which text a vocabulary was learned from."""
+    ONLY_TEST, so a test can tell which text a vocabulary was learned from. `beyond_ascii` ends every review with
+    characters of the real files beyond ASCII (a "\\x97" dash, as some reviews have, and an accent)."""
     rng = np.random.default_rng(seed)
     if unsup:
         os.makedirs(root / "train" / "unsup")
@@ -36,6 +37,7 @@ def write_acl_imdb(root, per_class=16, seed=0, unsup=0):
                 if split == "test":
                     review += [ONLY_TEST] * 3
                 text = " ".join(review[:6]).capitalize() + ".<br /><br />" + " ".join(review[6:]) + "!"
+                text += " \x97 café" if beyond_ascii else ""
                 (root / split / label / f"{i}_{rng.integers(1, 11)}.txt").write_text(text)
     return root
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.tensorflow_only  # the loaders and TextVectorization ru
 @pytest.mark.slow
 @pytest.mark.every_backend
 def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path, capsys, loads_without_recipes):
-    folder = write_acl_imdb(tmp_path / "aclImdb")
+    folder = write_acl_imdb(tmp_path / "aclImdb", beyond_ascii=True)  # read on every backend
     output_dir = tmp_path / "run"
     keep = KeepModel()
     summary = imdb_classifier.main(["--quick", "--imdb-dir", str(folder), "--output-dir", str(output_dir)],

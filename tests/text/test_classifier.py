@@ -36,6 +36,16 @@ def test_predict_gives_the_softmax_of_the_model_on_the_recipe_token_ids():
     assert pipeline.predict([]).shape == (0, 2)
 
 
+@pytest.mark.every_backend  # TextVectorization needs TensorFlow installed, not as the backend
+def test_text_beyond_ascii_is_read_on_every_backend():
+    # On JAX and PyTorch, Keras' TextVectorization handed Python strings encodes them as ASCII and fails (found
+    # on IMDB's unlabelled reviews, some of whose dashes are "\x97"); the pipeline hands it a string tensor.
+    pipeline = TextClassifierPipeline(classifier(), VOCABULARY, ["negative", "positive"], sequence_length=6)
+    np.testing.assert_array_equal(pipeline.token_ids(["A great\x97film", "The café plot"]),
+                                  [[5, 1, 0, 0, 0, 0], [6, 1, 7, 0, 0, 0]])
+    assert pipeline.predict(["A great\x97film"]).shape == (1, 2)
+
+
 def test_a_softmax_model_is_not_softmaxed_twice():
     model = classifier(head_activation="softmax")
     pipeline = TextClassifierPipeline(model, VOCABULARY)
