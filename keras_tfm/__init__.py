@@ -71,7 +71,8 @@ _DEFINED_IN = {
 
 # What `from keras_tfm import *` binds: the names above and the parts a user works with. The others stay out (a
 # `data` or `saving` name would shadow the user's own; `distribute` imports TensorFlow, which a JAX user may lack).
-__all__ = [*_DEFINED_IN, "callbacks", "hardware", "layers", "metrics", "models", "presets", "schedules", "text", "visualize"]
+__all__ = [*_DEFINED_IN, "callbacks", "hardware", "layers", "metrics", "models", "presets", "schedules", "text",
+           "visualize"]
 
 
 def __getattr__(name):
