@@ -307,10 +307,16 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps after building (compilation)")
     parser.add_argument("--output", default=None, help="write every measurement as JSON here")
     parser.add_argument("--list", action="store_true", help="print the setups and exit")
+    parser.add_argument("--table", nargs="+", metavar="JSON", default=None,
+                        help="print recipes.common.FAST_PATHS_ON_AMX from these --output files (the fastest path "
+                             "per recipe and backend at --cores, default 2) and exit")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return worker()
+    if args.table:
+        print(fast_paths_table([json.load(open(path)) for path in args.table], args.cores[0]))
+        return None
     if args.list:
         for name, (recipe, batch, what) in SETUPS.items():
             print(f"{name:16s} batch {batch:4d}  {what}  (recipes.{recipe})")
@@ -391,6 +397,27 @@ def report(results, only=None):
             versus = f"{speed / anchor_speed:8.2f}x" if anchor_speed else f"{'':>9s}"
             print(f"  {r['backend']:11s} {r['precision']:15s} {'on' if r['jit'] else 'off':4s} {speed:10.1f} "
                   f"{versus} {of_peak:7.1%}", flush=True)
+
+
+def fast_paths_table(runs, cores=2):
+    """`recipes.common.FAST_PATHS_ON_AMX` as Python source: for each recipe of SETUPS and each backend, the
+    fastest (dtype policy, jit_compile, examples/s) measured at `cores` cores in `runs` (the JSON that `--output`
+    writes; a later run's measurement of the same configuration replaces an earlier one's)."""
+    speeds = {}
+    for run in runs:
+        for c in run["configurations"]:
+            if c["cores"] == cores and c["setup"] in SETUPS:
+                speeds[c["setup"], c["backend"], c["precision"], c["jit"]] = c["batch"] / statistics.median(
+                    c["seconds"])
+    table = {}
+    for (setup, backend, precision, jit), speed in speeds.items():
+        paths = table.setdefault(SETUPS[setup][0], {})
+        if backend not in paths or speed > paths[backend][2]:
+            paths[backend] = (precision, jit, float(f"{speed:.3g}"))
+    lines = ["FAST_PATHS_ON_AMX = {"]
+    for recipe, paths in table.items():
+        lines.append(f"    {recipe!r}: {{{', '.join(f'{b!r}: {p!r}' for b, p in sorted(paths.items()))}}},")
+    return "\n".join(lines + ["}"])
 
 
 def cpu_name():

@@ -238,7 +238,8 @@ def setup(args, recipe=None):
 # CPU-hour preset) on each backend, on 2 cores of a Xeon with AMX-BF16 units: benchmarks/fast_path.py, 2026-12-02
 # (docs/results.md). No rule of thumb predicts them: bfloat16 on the matrix units (oneDNN's kernels: TensorFlow
 # without XLA, PyTorch) pays for some wide models, XLA's fusion for others, and XLA is 3.6x slower than a graph for
-# the from-scratch IMDB classifier. "auto" flags take these paths on such a CPU.
+# the from-scratch IMDB classifier. "auto" flags take these paths on such a CPU. To measure again:
+# `python benchmarks/fast_path.py --output run.json`, then `--table run.json` prints this dict.
 FAST_PATHS_ON_AMX = {
     "reverse_digits": {"tensorflow": ("float32", True, 2587), "jax": ("float32", True, 2432),
                        "torch": ("float32", False, 1432)},

@@ -47,3 +47,23 @@ def test_one_step_of_one_setup_runs_end_to_end(tmp_path):
     assert all(c["seconds"][0] > 0 and c["flops"] > 0 for c in measured["configurations"])
     assert set(measured["peaks"][f"{backend}/1"]) == {"float32", "bfloat16"}
     assert "reverse_digits (Seq2SeqTransformer 'tiny'" in result.stdout and "examples/s" in result.stdout
+
+
+def test_the_table_of_fast_paths_takes_the_fastest_measured_per_recipe_and_backend():
+    fast_path = _fast_path()
+
+    def measured(setup, backend, precision, jit, seconds, cores=2):
+        return dict(setup=setup, backend=backend, precision=precision, jit=jit, cores=cores, batch=64,
+                    seconds=[seconds, seconds * 2, seconds])
+    first = {"configurations": [measured("reverse_digits", "torch", "float32", False, 0.10),
+                                measured("reverse_digits", "torch", "mixed_bfloat16", False, 0.08),
+                                measured("reverse_digits", "jax", "float32", True, 0.05),
+                                measured("reverse_digits", "jax", "mixed_bfloat16", True, 0.01, cores=1),
+                                measured("a setup since renamed", "jax", "float32", True, 0.01)]}
+    again = {"configurations": [measured("reverse_digits", "torch", "mixed_bfloat16", False, 0.20)]}
+    namespace = {}
+    exec(fast_path.fast_paths_table([first, again]), namespace)  # Python source, pasted into recipes.common
+    assert namespace["FAST_PATHS_ON_AMX"] == {"reverse_digits": {  # 64 examples / the median seconds
+        "jax": ("float32", True, 1280.0),  # the 1-core measurement is left out
+        "torch": ("float32", False, 640.0),  # the later run's bf16 (320/s) replaced the earlier one's (800/s)
+    }}
