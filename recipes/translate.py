@@ -3,8 +3,11 @@
 The 2017 paper's own task, at laptop size. Subword vocabularies are learned on the training text with
 SentencePiece (`keras_tfm.text.SubwordTokenizer`, one vocabulary shared by both languages unless
 `--separate-vocab`); a `Seq2SeqTransformer` learns with teacher forcing, label smoothing and a warm-up + cosine
-learning rate; the test set is translated with greedy and beam search and scored with corpus BLEU the
-sacreBLEU way (detokenized output against the raw references).
+learning rate. The model is chosen on the validation set, never the test set: greedy validation BLEU after each
+epoch (`val_bleu` in history.csv), the weights of the last `--average-last` epochs averaged (the 2017 paper's
+§6.1) and kept unless the best single epoch scores higher (`--patience` stops early on it). The test set is
+translated with greedy and beam search and scored with corpus BLEU the sacreBLEU way (detokenized output against
+the raw references).
 
 Data, one of:
   * `--data-dir FOLDER` laid out like Multi30k (train.en.gz, val.en.gz, test_2016_flickr.en.gz and the .de
@@ -60,6 +63,15 @@ def parse_args(argv):
     model.add_argument("--dropout", type=flags.fraction, default=0.1, help="dropout rate")
     model.add_argument("--label-smoothing", type=flags.fraction, default=0.1, help="label smoothing of the loss")
     model.add_argument("--weight-decay", type=flags.non_negative_float, default=1e-4, help="AdamW weight decay")
+    choose = parser.add_argument_group("choosing the model (on the validation set, never the test set)")
+    choose.add_argument("--bleu-every", type=flags.non_negative_int, default=1,
+                        help="greedy BLEU on the validation set every this many epochs, logged as val_bleu "
+                             "(0: never; then --patience is off and the last epochs are averaged)")
+    choose.add_argument("--average-last", type=flags.positive_int, default=5,
+                        help="average the weights of the last N epochs (1: no averaging); the average is kept "
+                             "unless the best single epoch scores a higher validation BLEU")
+    choose.add_argument("--patience", type=flags.positive_int, default=None,
+                        help="stop when val_bleu has not improved for this many scorings (default: never)")
     decode = parser.add_argument_group("decoding")
     decode.add_argument("--num-beams", type=flags.positive_int, default=4, help="beams for beam search")
     decode.add_argument("--length-penalty", type=flags.non_negative_float, default=1.0,
@@ -84,6 +96,7 @@ def parse_args(argv):
         args.train_samples = min(args.train_samples or 1000, 1000)
         args.test_samples = min(args.test_samples or 16, 16)
         args.max_length, args.num_beams = min(args.max_length, 48), min(args.num_beams, 2)
+        args.average_last = min(args.average_last, 2)
     return args
 
 
@@ -92,11 +105,13 @@ if __name__ == "__main__":
 
 from recipes import common, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 
+import keras  # noqa: E402
+
 from keras_tfm import visualize  # noqa: E402
-from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
+from keras_tfm.callbacks import AttentionMapCallback, CheckpointAverage  # noqa: E402
 from keras_tfm.data import DataUnavailable, translation  # noqa: E402
 from keras_tfm.models import Seq2SeqTransformer  # noqa: E402
-from keras_tfm.text import SubwordTokenizer, Translator, corpus_bleu  # noqa: E402
+from keras_tfm.text import SubwordTokenizer, Translator, ValidationBLEU, corpus_bleu  # noqa: E402
 
 
 def load_corpus(args):
@@ -177,14 +192,31 @@ def main(argv=None, extra_callbacks=()):
     sample = (x_valid[:1, : int((x_valid[0] > 0).sum())], y_valid[:1, : int((y_valid[0] > 0).sum()) - 1])
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), tokens=(source_pieces, pieces),
                                      html=True)]
-    callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
+    # Choosing the model on the validation set: greedy BLEU written into the epoch logs (so history.csv, the
+    # curves, the averaging and the early stop all see it), the weights of the last epochs kept for averaging,
+    # and those of the best-scoring epoch. Both kept on disk, so a resumed run still has the earlier epochs.
+    translator = Translator(model, source_tokenizer, target_tokenizer)
+    valid_source, valid_target = corpus["validation"]
+    choosing = []
+    if args.bleu_every:
+        choosing.append(ValidationBLEU(translator, valid_source, valid_target, every_n_epochs=args.bleu_every))
+    averaging = os.path.join(output_dir, "averaging")
+    last = CheckpointAverage(args.average_last, directory=os.path.join(averaging, "last"), apply=False)
+    best = CheckpointAverage(1, monitor="val_bleu", directory=os.path.join(averaging, "best"), apply=False) \
+        if args.bleu_every else None
+    choosing += [c for c in (last, best) if c is not None]
+    if args.patience and args.bleu_every:
+        choosing.append(keras.callbacks.EarlyStopping(monitor="val_bleu", mode="max", patience=args.patience))
+    # The BLEU first: Keras hands one logs dict down the list, so the checkpoint, backup and CSV row see it too.
+    callbacks = choosing[:1] + common.standard_callbacks(
+        output_dir, choosing[1:] + (pictures if args.attention_maps else []) + list(extra_callbacks))
     data = common.fit_data(strategy, translation.make_dataset(x_train, y_train, args.batch_size, shuffle=True,
                                                               seed=args.seed),
                            validation_data=translation.make_dataset(x_valid, y_valid, args.batch_size))
     model.fit(**data, epochs=args.epochs, callbacks=callbacks, verbose=common.fit_verbosity())
+    choice = choose_weights(translator, last, best, valid_source, valid_target)
 
     # Evaluate: translate the test set with greedy and beam search; BLEU against the raw references.
-    translator = Translator(model, source_tokenizer, target_tokenizer)
     evaluating = time.time()
     greedy = translator.generate(test_source, strategy="greedy")
     greedy_seconds = time.time() - evaluating
@@ -210,11 +242,33 @@ def main(argv=None, extra_callbacks=()):
         visualize.save_figure(figure, os.path.join(output_dir, f"alignment_{i}.png"))
 
     translator.save(os.path.join(output_dir, "translator"))
-    summary = common.finish(model, output_dir, args, metrics, started, extra={"bleu_signature": signature})
+    summary = common.finish(model, output_dir, args, metrics, started,
+                            extra={"bleu_signature": signature, "weights_chosen": choice})
     print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")
     if args.attention_maps:
         print(f"attention explorer (open in a browser): {pictures[0].html_path}")
     return summary
+
+
+def choose_weights(translator, last, best, valid_source, valid_target):
+    """Sets the model's weights to the better, by greedy validation BLEU, of the average of the last epochs and
+    the best single epoch (the last epoch when BLEU is off); returns what was compared and chosen."""
+    if not last.kept:  # no epoch snapshot at all (nothing was trained): keep the weights as they are
+        return {"chosen": "as trained"}
+    last.apply_average()
+    average_bleu = corpus_bleu(translator.generate(valid_source), valid_target)[0]
+    choice = {"averaged_epochs": [e + 1 for e in last.averaged_epochs], "val_bleu_average": average_bleu,
+              "chosen": "average"}
+    if best is not None and best.kept:
+        (epoch, bleu), = best.kept
+        choice.update(best_epoch=epoch + 1, val_bleu_best_epoch=bleu)
+        if bleu > average_bleu:
+            best.apply_average()
+            choice["chosen"] = f"epoch {epoch + 1}"
+    print(f"validation BLEU (greedy): average of epochs {choice['averaged_epochs']} {average_bleu:.2f}"
+          + (f", best epoch ({choice['best_epoch']}) {choice['val_bleu_best_epoch']:.2f}" if "best_epoch" in choice else "")
+          + f"; translating with the {choice['chosen']}")
+    return choice
 
 
 def translate(run_dir, sentences, num_beams, length_penalty):

@@ -2,12 +2,12 @@
 `Seq2SeqTransformer` with its tokenizers so generation takes and returns strings, and a `TextClassifierPipeline`
 that pairs a trained `TextClassifier` with its vocabulary so it classifies strings."""
 
-from keras_tfm.text.bleu import corpus_bleu
+from keras_tfm.text.bleu import ValidationBLEU, corpus_bleu
 from keras_tfm.text.classifier import TextClassifierPipeline
 from keras_tfm.text.pretrained_tokenizer import PretrainedTokenizer
 from keras_tfm.text.tokenizer import END, MODEL_TYPES, PAD, START, UNK, SubwordTokenizer
 from keras_tfm.text.translator import Translator
 
 __all__ = [
-    "END", "MODEL_TYPES", "PAD", "PretrainedTokenizer", "START", "UNK", "SubwordTokenizer", "TextClassifierPipeline", "Translator", "corpus_bleu"
+    "END", "MODEL_TYPES", "PAD", "PretrainedTokenizer", "START", "UNK", "SubwordTokenizer", "TextClassifierPipeline", "Translator", "ValidationBLEU", "corpus_bleu"
 ]

@@ -6,6 +6,7 @@ import pytest
 from keras_tfm.data import translation
 from keras_tfm.text import Translator
 from recipes import translate
+from recipes.common import read_history
 from tests.data.samples import make_corpus, write_multi30k_folder
 from tests.helpers import epochs_in
 from tests.recipes.saved_models import KeepModel
@@ -48,6 +49,16 @@ def test_quick_run_writes_every_promised_file(corpus_files, tmp_path, capsys, lo
     saved = json.loads((tmp_path / "summary.json").read_text())
     assert saved["metrics"] == summary["metrics"] and saved["metrics"]["test_sentences"] == 16
     assert 0.0 <= saved["metrics"]["bleu_beam"] <= 100.0 and "tok:13a" in saved["bleu_signature"]
+    # The model is chosen on the validation set: val_bleu in every epoch's row, the last 2 epochs averaged, and
+    # the average kept unless the best epoch's val_bleu beats it.
+    history = read_history(str(tmp_path))
+    assert len(history["val_bleu"]) == 2 and all(0.0 <= b <= 100.0 for b in history["val_bleu"])
+    chosen = saved["weights_chosen"]
+    assert chosen["averaged_epochs"] == [1, 2] and chosen["best_epoch"] in (1, 2)
+    assert chosen["val_bleu_best_epoch"] == max(history["val_bleu"])
+    assert chosen["chosen"] == ("average" if chosen["val_bleu_average"] >= max(history["val_bleu"])
+                                else f"epoch {chosen['best_epoch']}")
+    assert sorted(os.listdir(tmp_path / "averaging" / "last")) == ["epoch_001.npz", "epoch_002.npz", "snapshots.json"]
     translations = (tmp_path / "translations.txt").read_text(encoding="utf-8")
     assert translations.count("reference: ") == 16 and translations.count("beam:      ") == 16
     # The saved translator reproduces the run's greedy translations from raw strings.

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from keras_tfm.models import Seq2SeqTransformer
-from keras_tfm.text import Translator
+from keras_tfm.text import Translator, ValidationBLEU
 from keras_tfm.text import SubwordTokenizer
 
 SENTENCES = ["A dog runs on the beach.", "Two men are talking.", "A girl with a red ball.", "The cat sleeps."]
@@ -71,3 +71,72 @@ def test_bad_arguments(translator, tmp_path):
         Translator(small, translator.source_tokenizer)
     with pytest.raises(ValueError, match="has no translator.json"):
         Translator.load(str(tmp_path))
+
+
+class _ScriptedTranslator:
+    """Returns the references from the second call on, nonsense before: a model that learns after one epoch."""
+
+    def __init__(self, references):
+        self.references, self.calls = references, []
+
+    def generate(self, texts, strategy="greedy", **kwargs):
+        self.calls.append((len(texts), strategy, kwargs))
+        return list(self.references) if len(self.calls) > 1 else ["xyz"] * len(texts)
+
+
+def _fit(callbacks, epochs):
+    import keras
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    return model.fit(np.zeros((8, 2)), np.zeros((8, 1)), epochs=epochs, verbose=0, callbacks=callbacks)
+
+
+def test_validation_bleu_goes_into_the_logs_the_later_callbacks_read():
+    import keras
+
+    from keras_tfm.callbacks import CheckpointAverage
+
+    references = ["Ein Hund läuft am Strand.", "Zwei Männer reden miteinander."]
+    scripted = _ScriptedTranslator(references)
+    bleu = ValidationBLEU(scripted, SENTENCES[:2], references, verbose=False)
+    best = CheckpointAverage(1, monitor="val_bleu", apply=False, verbose=False)
+    stop = keras.callbacks.EarlyStopping(monitor="val_bleu", mode="max", patience=1)
+    history = _fit([bleu, best, stop], epochs=10)
+    assert history.history["val_bleu"][0] == 0.0 and history.history["val_bleu"][1] == pytest.approx(100.0)
+    assert len(history.history["val_bleu"]) == 3  # no gain after epoch 2: stopped after epoch 3
+    assert best.kept == [(2, pytest.approx(100.0))]  # a tie goes to the later epoch
+    assert bleu.scores[1] == pytest.approx(100.0)
+    assert scripted.calls[0] == (2, "greedy", {})
+
+
+def test_validation_bleu_every_n_epochs_and_after_the_last():
+    references = ["Die Katze schläft."]
+    scripted = _ScriptedTranslator(references)
+    bleu = ValidationBLEU(scripted, ["The cat sleeps."], references, every_n_epochs=2, strategy="beam",
+                          verbose=False, num_beams=3)
+    history = _fit([bleu], epochs=5)
+    assert sorted(bleu.scores) == [1, 3, 4]  # epochs 2 and 4, and the last one
+    assert scripted.calls[0] == (1, "beam", {"num_beams": 3})
+    assert "val_bleu" in history.history  # Keras' History keeps the epochs that had it
+
+
+def test_validation_bleu_scores_a_real_translator(translator):
+    from keras_tfm.text import corpus_bleu
+
+    references = ["Ein Hund läuft am Strand.", "Zwei Männer reden.", "Ein Mädchen mit einem Ball.", "Die Katze."]
+    expected = corpus_bleu(translator.generate(SENTENCES, strategy="beam", num_beams=2), references)[0]
+    assert ValidationBLEU(translator, SENTENCES, references, strategy="beam", num_beams=2).score() == expected
+
+
+@pytest.mark.parametrize("arguments, error, message", [
+    (dict(translator=object()), TypeError, "`translator` must have a `generate"),
+    (dict(sources="A dog."), TypeError, "`sources` must be a list of strings"),
+    (dict(references=["one"]), ValueError, "1 references"),
+    (dict(every_n_epochs=0), ValueError, "every_n_epochs=0"),
+    (dict(name=""), ValueError, "`name` must be a non-empty string"),
+])
+def test_validation_bleu_bad_arguments(arguments, error, message):
+    given = dict(translator=_ScriptedTranslator(["a", "b"]), sources=["a", "b"], references=["a", "b"]) | arguments
+    with pytest.raises(error, match=message):
+        ValidationBLEU(**given)
