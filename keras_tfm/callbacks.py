@@ -1,4 +1,5 @@
-"""Callbacks that show what the attention is doing while `model.fit` runs."""
+"""Callbacks for `model.fit`: pictures of what the attention is doing while it trains, and training helpers
+(stop on NaN without waiting for every step, a time budget, checkpoint averaging)."""
 
 import json
 import numbers
