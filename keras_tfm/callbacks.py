@@ -162,8 +162,9 @@ class AttentionMapCallback(keras.callbacks.Callback):
         figures = getattr(self, f"_{self.kind}_figures")(maps, predicted)
         last = maps.records[-1]
         query_tokens, key_tokens = self._head_tokens(last)  # sample 0's real tokens: no padding drawn
+        rows = visualize.DECODER_ROWS if last.kind in ("self", "cross") else "query (attending)"
         figures.append((f"{last.name.replace('/', '-')}_heads", visualize.plot_attention_heads(
-            last.weights, query_tokens, key_tokens, title=f"{last.name}, epoch {epoch}, sample 0")))
+            last.weights, query_tokens, key_tokens, title=f"{last.name}, epoch {epoch}, sample 0", query_label=rows)))
         for name, figure in figures:
             path = os.path.join(self.output_dir, f"{prefix}_{name}.png")
             self.written.append(visualize.save_figure(figure, path))
@@ -267,7 +268,9 @@ class AttentionMapCallback(keras.callbacks.Callback):
         for i in range(min(len(source_ids), self.max_samples)):
             source = _token_strings(source_ids[i], source_vocabulary)
             target = _token_strings(target_ids[i], target_vocabulary)
-            figure = visualize.plot_alignment(source, target, weights[i].mean(0), title=cross[-1].name)
+            # The rows are the decoder's inputs (start token first): row t predicts token t + 1.
+            figure = visualize.plot_alignment(source, target, weights[i].mean(0), title=cross[-1].name,
+                                              ylabel=visualize.DECODER_ROWS)
             figures.append((f"alignment_{i}", figure))
         return figures
 

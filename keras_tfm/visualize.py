@@ -148,8 +148,15 @@ def _real_length(name, tokens, length, size):
     return int(length)
 
 
+# The row label of a decoder's attention maps (causal self-attention, cross-attention), whose queries are the
+# decoder's inputs: the start token, then the target shifted right by one. The row of input token t is where
+# the decoder looked while predicting token t + 1, so row "0" looking at key "2" is the step that writes the
+# token after "0".
+DECODER_ROWS = "decoder input (row t predicts token t+1)"
+
+
 def plot_attention_heads(maps, query_tokens=None, key_tokens=None, sample=0, title=None, columns=4, query_length=None,
-                         key_length=None):
+                         key_length=None, query_label="query (attending)"):
     """A grid of one layer's heads for one sample, on one colour scale with a colour bar.
 
     Only the real block is drawn: the first `query_length` rows and `key_length` columns (by default as many as
@@ -164,6 +171,8 @@ def plot_attention_heads(maps, query_tokens=None, key_tokens=None, sample=0, tit
         title: figure title.
         columns: heads per row of the grid.
         query_length, key_length: the real lengths, when no tokens are given.
+        query_label: the rows' axis label. For a decoder's maps, whose rows are its inputs, use
+            `DECODER_ROWS`: row t reads input token t and predicts token t + 1.
 
     Returns:
         matplotlib Figure.
@@ -196,7 +205,7 @@ def plot_attention_heads(maps, query_tokens=None, key_tokens=None, sample=0, tit
         ax.tick_params(labelsize=fontsize if labelled else 7)
         ax.set_xlabel("key (attended to)", fontsize=8)
         if head % columns == 0:
-            ax.set_ylabel("query (attending)", fontsize=8)
+            ax.set_ylabel(query_label, fontsize=8)
     figure.colorbar(image, ax=axes.ravel().tolist(), label="attention weight", shrink=0.8)
     if title:
         figure.suptitle(title)

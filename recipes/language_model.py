@@ -243,7 +243,8 @@ def main(argv=None, extra_callbacks=()):
         records = attention_maps(model, piece).of_kind("self")  # one per block, in order
         for block in sorted({0, model.depth - 1}):
             figure = visualize.plot_attention_heads(records[block].weights, names, names,
-                                                    title=f"block {block} self-attention, validation text")
+                                                    title=f"block {block} self-attention, validation text",
+                                                    query_label=visualize.DECODER_ROWS)
             visualize.save_figure(figure, os.path.join(output_dir, f"heads_block_{block}.png"))
 
     summary = common.finish(model, output_dir, args, metrics, started, extra={"vocab_size": tokenizer.vocab_size})

@@ -115,7 +115,7 @@ def main(argv=None, extra_callbacks=()):
     visualize.save_figure(figure, os.path.join(output_dir, "alignment.png"))
     # The decoder's masked self-attention: each answer token sees only itself and the tokens before it.
     causal = maps.of_kind("self")[-1].weights
-    figure = visualize.plot_attention_heads(causal, answer_tokens, answer_tokens,
+    figure = visualize.plot_attention_heads(causal, answer_tokens, answer_tokens, query_label=visualize.DECODER_ROWS,
                                             title="decoder self-attention (causal: nothing above the diagonal)")
     visualize.save_figure(figure, os.path.join(output_dir, "decoder_self_attention.png"))
     # The positions the model adds to the digit embeddings: one row per position, one column per channel.

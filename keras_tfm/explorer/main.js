@@ -55,6 +55,10 @@ function render() {
     if (tab) tab.classList.toggle("active", state.view === view);
   }
   $("epoch-label").textContent = "epoch " + D.epochs[state.epoch];
+  const note = (id, text) => { $(id).textContent = text; $(id).hidden = !text; };
+  note("head-note", queryNote(D.layers[state.headLayer]));
+  const decoder = D.layers.find((L) => queryNote(L));
+  note("model-note", decoder ? "Decoder layers (self- and cross-attention): " + queryNote(decoder) : "");
   if (state.view === "head") renderHead();
   if (state.view === "model") renderModel();
   if (state.view === "image") renderImage();

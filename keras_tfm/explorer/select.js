@@ -7,6 +7,12 @@ function headList(head, heads) { // "mean" -> every head; a number -> that head 
   return head === "mean" ? [...Array(heads).keys()] : [head];
 }
 
+function queryNote(layer) { // what a layer's rows are where a learner could misread them: a decoder's are its inputs
+  if (layer.kind !== "self" && layer.kind !== "cross") return "";
+  return "Queries are the decoder's inputs (the start token, then the target shifted right by one): the row of "
+    + "input token t is where the decoder looked while predicting token t+1.";
+}
+
 function attentionRow(weight, layer, heads, q) { // query q's weights over the keys, the mean of `heads` (a list)
   const out = new Float64Array(layer.keys.length);
   for (const h of heads) for (let k = 0; k < out.length; k++) out[k] += weight(h, q, k) / heads.length;
@@ -46,5 +52,6 @@ function patchAt(x, y, width, height, image) { // the token index of the patch a
 }
 
 if (typeof module !== "undefined") {
-  module.exports = { headList, attentionRow, attentionColumn, meanOfRows, strongest, queryOverPatches, patchAt };
+  module.exports = { headList, queryNote, attentionRow, attentionColumn, meanOfRows, strongest, queryOverPatches,
+                     patchAt };
 }

@@ -94,6 +94,25 @@ def test_text_and_seq2seq_pictures(tmp_path):
     assert {"encoder_0", "encoder_1", "decoder_0", "decoder_1", "cross_0", "cross_1"} <= set(arrays.files)
 
 
+def test_decoder_pictures_say_that_row_t_predicts_token_t_plus_1(monkeypatch, tmp_path):
+    """The rows of a decoder's maps are its inputs (start token first): a learner reading row "0" must know it is
+    the step that writes the token after "0". An encoder's rows are just queries."""
+    figures = {}
+    monkeypatch.setattr(visualize, "save_figure", lambda figure, path: figures.setdefault(os.path.basename(path), figure))
+    source, target = reverse_digits(1, seed=0)
+    callback = AttentionMapCallback((source, target[:, :-1]), output_dir=tmp_path)
+    callback.set_model(small_reverser())
+    callback.draw(1)
+    assert figures["epoch_001_alignment_0.png"].axes[0].get_ylabel() == visualize.DECODER_ROWS
+    assert figures["epoch_001_decoder_block_1-cross_attention_heads.png"].axes[0].get_ylabel() == visualize.DECODER_ROWS
+    assert visualize.DECODER_ROWS == "decoder input (row t predicts token t+1)"
+    classifier = TextClassifier(vocab_size=10, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    callback = AttentionMapCallback(padded_ids([3], 6, 10), output_dir=tmp_path / "text")
+    callback.set_model(classifier)
+    callback.draw(1)
+    assert figures["epoch_001_block_0_heads.png"].axes[0].get_ylabel() == "query (attending)"
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="`kind` must be one of"):
         AttentionMapCallback(np.zeros((1, 4)), kind="audio")

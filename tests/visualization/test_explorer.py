@@ -350,9 +350,16 @@ def test_head_view_shows_every_layer_head_and_token(browser, seq2seq_case, tmp_p
         assert 0 < len(queries) <= m.shape[2] and 0 < len(keys) <= m.shape[3]
         assert page.locator("#head-toggles .toggle").count() == m.shape[1]
         assert {line[0] for line in shown_lines(page)} == set(range(m.shape[1]))  # every head drawn
+        # A decoder layer's rows are its inputs: the page says that row t predicts token t+1; an encoder's not.
+        note = page.locator("#head-note")
+        if name.startswith("decoder_block_"):
+            assert note.is_visible() and "predicting token t+1" in note.text_content()
+        else:
+            assert not note.is_visible()
     page.click("#tab-model")
     for j, m in enumerate(maps.values()):
         assert page.locator(f"canvas.thumb[data-layer='{j}']").count() == m.shape[1]
+    assert "Decoder layers" in page.locator("#model-note").text_content() and page.locator("#model-note").is_visible()
     assert page.errors == []
 
 

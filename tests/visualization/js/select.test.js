@@ -3,7 +3,7 @@
 const test = require("node:test");
 const assert = require("node:assert");
 const { explorerFile } = require("./explorer_files.js");
-const { headList, attentionRow, attentionColumn, meanOfRows, strongest, queryOverPatches, patchAt } =
+const { headList, queryNote, attentionRow, attentionColumn, meanOfRows, strongest, queryOverPatches, patchAt } =
   explorerFile("select.js");
 
 const close = (actual, expected) => {
@@ -54,4 +54,11 @@ test("patchAt: the token under a point of the image, inside the grid only", () =
   assert.strictEqual(patchAt(39.9, 39.9, 40, 40, { prefix: 0, rows: 4, columns: 4 }), 15);
   assert.strictEqual(patchAt(-1, 5, 40, 40, image), null);
   assert.strictEqual(patchAt(5, 40, 40, 40, image), null);
+});
+
+test("queryNote: a decoder's rows (self- and cross-attention) predict the next token; an encoder's need no note", () => {
+  for (const kind of ["self", "cross"]) {
+    assert.match(queryNote({ kind: kind }), /row of input token t is where the decoder looked while predicting token t\+1/);
+  }
+  assert.strictEqual(queryNote({ kind: "encoder" }), "");
 });
