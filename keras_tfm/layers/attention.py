@@ -297,7 +297,9 @@ class MultiHeadAttention(keras.layers.Layer):
             )
         attention_dropout_active = bool(training) and self.dropout > 0
         # The fused kernel wants one head size for queries, keys and values (JAX's rejects value_dim != key_dim).
-        fused = self.head_value_dim == self.head_key_dim and not (
+        # A subclass that overrides `compute_attention` always gets it called: the fused kernels compute the paper's.
+        overridden = type(self).compute_attention is not MultiHeadAttention.compute_attention
+        fused = self.head_value_dim == self.head_key_dim and not overridden and not (
             return_attention_scores or attention_dropout_active or self.score_recorder is not None or self.locality
         )
         # A causal mask and nothing else: the backends' causal kernels (flash attention on PyTorch, cuDNN's causal
@@ -354,7 +356,8 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.cast(self.locality_scale, "float32") if self.locality else self._initial_scale()
 
     def compute_attention(self, query, key, value, mask=None, training=None):
-        """The explicit scaled dot-product attention; subclasses may override it.
+        """The explicit scaled dot-product attention; subclasses may override it (a layer whose class does is never
+        sent down the fused kernels' path, so the override is what runs).
 
         Args:
             query: `(batch, query_len, heads, key_dim)`.

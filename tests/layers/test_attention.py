@@ -67,6 +67,25 @@ def test_logit_scale_on_both_paths(scale):
     assert layer.get_config()["attention_scale"] == scale
 
 
+def test_a_subclass_that_overrides_compute_attention_is_what_runs():
+    """The fused kernels compute the paper's attention; a subclass with its own `compute_attention` (here:
+    uniform weights, the mean of the values) must get it called on every call, not only for the maps."""
+
+    class MeanOfValues(MultiHeadAttention):
+        def compute_attention(self, query, key, value, mask=None, training=None):
+            weights = keras.ops.ones((query.shape[0], query.shape[2], query.shape[1], key.shape[1])) / key.shape[1]
+            return keras.ops.einsum("bhqk,bkhd->bqhd", weights, value), weights
+
+    layer = MeanOfValues(HEADS)
+    query, value = random_floats(BATCH, QUERY_LEN, DIM, seed=1), random_floats(BATCH, KEY_LEN, DIM, seed=2)
+    out = to_numpy(layer(query, value))
+    v = np.einsum("bkc,chd->bkhd", value, to_numpy(layer.value_dense.kernel)) + to_numpy(layer.value_dense.bias)
+    mean = np.broadcast_to(v.mean(1, keepdims=True), (BATCH, QUERY_LEN) + v.shape[2:])  # every query the same
+    expected = np.einsum("bqhd,hdc->bqc", mean, to_numpy(layer.output_dense.kernel)) + to_numpy(layer.output_dense.bias)
+    assert_close(out, expected, atol=1e-5)
+    assert_close(layer(query, value, return_attention_scores=True)[0], out, atol=1e-6)
+
+
 def test_cross_attention_with_other_widths_and_key_dim():
     ours, ref = ported_pair(query_dim=12, value_dim_in=20, key_dim=6)
     query, value = random_floats(BATCH, QUERY_LEN, 12), random_floats(BATCH, KEY_LEN, 20)

@@ -13,7 +13,10 @@ VARIANTS = {
     "scaling": 4,
     "heads": 3,
     "norm": 6,
-    "combine": 2,
+    "warmup": 4,
+    "combine": 8,  # 2 on reverse digits, 3 ways x 2 widths on the two-lookup task
+    "softmax": 4,
+    "clipping": 6,
     "norm_type": 3,
     "residual": 4,
     "decoding": 4,
@@ -123,3 +126,39 @@ def test_bad_experiment_name_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
         experiments.main(["depth"])
     assert exit_info.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_attention_without_softmax_uses_the_scaled_scores_as_weights():
+    import keras
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 5, 8)).astype("float32")
+    layer = experiments.AttentionWithoutSoftmax(num_heads=2)
+    real = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], bool)
+    _, weights = layer(x, x, query_mask=real, value_mask=real, return_attention_scores=True)
+    weights = keras.ops.convert_to_numpy(weights)
+    q = np.einsum("blc,chd->blhd", x, keras.ops.convert_to_numpy(layer.query_dense.kernel)) \
+        + keras.ops.convert_to_numpy(layer.query_dense.bias)
+    k = np.einsum("blc,chd->blhd", x, keras.ops.convert_to_numpy(layer.key_dense.kernel)) \
+        + keras.ops.convert_to_numpy(layer.key_dense.bias)
+    scores = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(4)
+    scores[1, :, :, 3:] = 0.0  # padded keys get nothing
+    np.testing.assert_allclose(weights, scores, atol=1e-5)
+    assert np.abs(weights.sum(-1) - 1.0).max() > 0.1  # not a distribution: nothing makes the rows sum to 1
+    block = experiments.EncoderBlockWithoutSoftmax(num_heads=2, mlp_dim=16)
+    block(x)
+    assert isinstance(block.attention, experiments.AttentionWithoutSoftmax)
+    assert block.attention.get_config()["num_heads"] == 2
+
+
+def test_concatenating_then_projecting_is_adding_with_a_learned_map_on_each_part():
+    import keras
+
+    layer = experiments.ConcatThenProject(vocab_size=12, dim=8, max_length=10)
+    ids = np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32")
+    out = keras.ops.convert_to_numpy(layer(ids))
+    both = keras.ops.convert_to_numpy(layer.embedding(ids))  # (2, 4, 16): [e; p]
+    e, p = both[..., :8], both[..., 8:]
+    kernel, bias = (keras.ops.convert_to_numpy(w) for w in layer.project.weights)
+    np.testing.assert_allclose(out, e @ kernel[:8] + p @ kernel[8:] + bias, atol=1e-5)  # W_e·e + W_p·p
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer.compute_mask(ids)), ids > 0)
