@@ -25,6 +25,32 @@ def test_sinusoidal_matches_the_paper_formula(length, dim, base):
     assert_close(pe, paper_formula(length, dim, base), atol=2e-5)
 
 
+def offset_map(k, dim, base=10000.0):
+    """The (dim, dim) matrix M_k with PE(p + k) = M_k · PE(p) for every p: one 2x2 rotation by the angle
+    k / base^(2i/dim) per (sin, cos) channel pair, from sin(a + b) = sin a cos b + cos a sin b and
+    cos(a + b) = cos a cos b - sin a sin b. It depends on the offset k only, never on p."""
+    m = np.zeros((dim, dim))
+    for i in range(dim // 2):
+        angle = k / base ** (2 * i / dim)
+        m[2 * i, 2 * i], m[2 * i, 2 * i + 1] = math.cos(angle), math.sin(angle)
+        m[2 * i + 1, 2 * i], m[2 * i + 1, 2 * i + 1] = -math.sin(angle), math.cos(angle)
+    return m
+
+
+@pytest.mark.parametrize("k", [1, 5, 40])
+def test_a_relative_offset_is_one_linear_map_for_every_position(k):
+    """The paper's reason for sinusoids (§3.5): "for any fixed offset k, PE(pos+k) can be represented as a linear
+    function of PE(pos)", so attention can learn to look k tokens back. Checked over 64 positions and beyond."""
+    dim, length = 32, 64
+    pe = np.asarray(to_numpy(sinusoidal_position_encoding(length + k, dim)), "float64")
+    np.testing.assert_allclose(offset_map(0, dim), np.eye(dim), atol=0)  # no offset: the identity
+    np.testing.assert_allclose(pe[:length] @ offset_map(k, dim).T, pe[k:], atol=2e-5)
+    # A learned (random) table has no such map: the best linear fit leaves a large error.
+    rng = np.random.default_rng(0).normal(size=(length + k, dim))
+    fit, *_ = np.linalg.lstsq(rng[:length], rng[k:], rcond=None)
+    assert np.abs(rng[:length] @ fit - rng[k:]).max() > 0.5
+
+
 def test_encoding_at_shifted_positions_is_a_slice_of_the_table():
     table = sinusoidal_position_encoding(20, 8)
     assert_close(sinusoidal_encoding_at(np.arange(5, 9), 8), to_numpy(table)[5:9], atol=1e-6)
