@@ -85,3 +85,13 @@ def test_every_part_of_the_article_has_a_row_with_code_a_test_and_a_command():
     for row in path + questions + pitfalls:
         spans = [_kind(span) for span in re.findall(r"`([^`\n]+)`", " | ".join(row))]
         assert {"test", "command"} <= set(spans) and {"file", "name"} & set(spans), row[:2]
+
+
+def test_the_preset_depths_quoted_are_the_codes():
+    from keras_tfm.presets import SEQ2SEQ_PRESETS
+
+    quoted = re.findall(r"\b(tiny|small|base) (\d+)\+(\d+)", MAP)
+    assert {name for name, _, _ in quoted} == {"tiny", "small", "base"}
+    for name, encoder, decoder in quoted:
+        preset = SEQ2SEQ_PRESETS[name]
+        assert (int(encoder), int(decoder)) == (preset["encoder_depth"], preset["decoder_depth"]), name

@@ -18,6 +18,21 @@ def test_scaled_lookup_plus_sinusoidal_positions():
     np.testing.assert_allclose(out, expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("dim, token_norm", [(64, 1.85), (256, 7.39)])
+def test_at_initialisation_the_scaled_tokens_are_smaller_than_the_positions(dim, token_norm):
+    """What the learning path says about adding: even scaled by √d_model, a token vector drawn from the default
+    uniform(-0.05, 0.05) table has norm √d·0.05·√(d/3) = 0.029·d, against √(d/2) for the sinusoidal code (each
+    sin² + cos² pair is 1): 1.85 vs 5.66 at d = 64, 7.39 vs 11.31 at d = 256. The positions start out larger
+    below d ≈ 600; the scaling does not stop them from outweighing the tokens at these widths."""
+    keras.utils.set_random_seed(0)
+    embedding = TokenEmbedding(2000, dim, max_length=8)
+    ids = np.arange(1, 2000).reshape(-1, 1)  # every token at position 0
+    tokens = to_numpy(embedding(ids))[:, 0] - to_numpy(sinusoidal_position_encoding(1, dim))[0]
+    assert np.linalg.norm(tokens, axis=-1).mean() == pytest.approx(token_norm, rel=0.02)
+    positions = to_numpy(sinusoidal_position_encoding(50, dim))
+    np.testing.assert_allclose(np.linalg.norm(positions, axis=-1), math.sqrt(dim / 2), rtol=1e-5)
+
+
 def test_no_scale_no_position():
     embed = TokenEmbedding(20, 8, position=None, scale=False)
     ids = padded_ids([4], 4)
