@@ -95,3 +95,15 @@ def test_the_preset_depths_quoted_are_the_codes():
     for name, encoder, decoder in quoted:
         preset = SEQ2SEQ_PRESETS[name]
         assert (int(encoder), int(decoder)) == (preset["encoder_depth"], preset["decoder_depth"]), name
+
+
+def test_every_row_that_names_a_picture_shows_one_and_every_picture_shown_exists():
+    shown = re.findall(r'<img src="([^"]+)"', MAP)
+    assert len(set(shown)) >= 7
+    for path in shown:
+        assert (ROOT / "docs" / path).is_file(), path
+    for section in ("The path", "Self-check questions", "Pitfalls"):
+        for row in _rows(section):
+            names_a_picture = any(re.search(r"\b\w+\.png\b", cell) for cell in row[1:] if "<img" not in cell)
+            if names_a_picture:
+                assert "<img " in " | ".join(row), row[:2]
