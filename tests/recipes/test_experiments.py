@@ -13,7 +13,7 @@ VARIANTS = {
     "scaling": 4,
     "heads": 3,
     "norm": 6,
-    "warmup": 4,
+    "warmup": 6,
     "combine": 8,  # 2 on reverse digits, 3 ways x 2 widths on the two-lookup task
     "softmax": 4,
     "clipping": 6,
