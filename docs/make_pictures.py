@@ -13,6 +13,9 @@ learned, trained) by this script, with fixed seeds, so running it again redraws 
     reverse_curves.png          its loss, accuracy and gradient norm per epoch
     order_token_attention.png   a classifier trained on "is A before B?": which tokens its output reads
     vit_rollout.png             a small ViT trained to find a bright square: attention rollout over the image
+    translate_alignment.png     a Multi30k translation's cross-attention, copied from a finished
+                                `recipes.translate` run given with --translate-run (an hour or more of training:
+                                not redone here; without the flag the committed picture is kept)
 
 Nothing is downloaded; the data are generated (digit strings, token sequences, images with a square).
 """
@@ -25,13 +28,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # run as a script from anywhere: keras_tfm and recipes import from the checkout
 
 OUTPUT = os.path.join(ROOT, "docs", "pictures")
-PICTURES = ("architecture", "position_encoding", "reverse", "order_token_attention", "vit_rollout")
+PICTURES = ("architecture", "position_encoding", "reverse", "order_token_attention", "vit_rollout",
+            "translate_alignment")
 FILES = {
     "architecture": ["architecture.png"],
     "position_encoding": ["position_encoding.png"],
     "reverse": ["reverse_alignment.png", "reverse_decoder_self_attention.png", "reverse_curves.png"],
     "order_token_attention": ["order_token_attention.png"],
     "vit_rollout": ["vit_rollout.png"],
+    "translate_alignment": ["translate_alignment.png"],
 }
 
 
@@ -40,6 +45,8 @@ def parse_args(argv):
     parser.add_argument("pictures", nargs="*", metavar="PICTURE",
                         help=f"which pictures to draw, among {', '.join(PICTURES)} (default: all)")
     parser.add_argument("--output-dir", default=OUTPUT, help="where to write the PNGs")
+    parser.add_argument("--translate-run", default=None,
+                        help="a finished recipes.translate run folder: its alignment_0.png becomes translate_alignment.png")
     args = parser.parse_args(argv)
     unknown = [name for name in args.pictures if name not in PICTURES]
     if unknown:
@@ -271,6 +278,15 @@ def vit_rollout(output_dir):
     return [visualize.save_figure(figure, os.path.join(output_dir, "vit_rollout.png"))]
 
 
+def translate_alignment(output_dir, run=None):
+    import shutil
+
+    if run is None:
+        print("translate_alignment: kept as it is (give --translate-run RUN_DIR to copy a run's alignment_0.png)")
+        return []
+    return [shutil.copy(os.path.join(run, "alignment_0.png"), os.path.join(output_dir, "translate_alignment.png"))]
+
+
 def main(argv=None):
     args = parse_args(argv)
     import keras
@@ -279,7 +295,10 @@ def main(argv=None):
     os.makedirs(args.output_dir, exist_ok=True)
     written = []
     for name in args.pictures:
-        written += globals()[name](args.output_dir)
+        if name == "translate_alignment":
+            written += translate_alignment(args.output_dir, args.translate_run)
+        else:
+            written += globals()[name](args.output_dir)
     for path in written:
         print(f"wrote {os.path.relpath(path, ROOT)}")
     return written

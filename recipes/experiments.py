@@ -24,9 +24,8 @@ budget, then prints a table and saves a plot:
     norm_type  LayerNorm vs BatchNorm vs no normalisation in the blocks, on the "A before B?" text task; and how
                much a sample's output moves when its batch mates or the batch's padding change (LayerNorm: not
                at all).
-    residual   blocks with vs without residual connections, 2 and 8 blocks deep, the gradient norm logged
-               (measured: without residuals the 8-block stack's first-epoch gradient norm is smaller, 5.0 vs
-               13.1, and one seed of three stays at chance).
+    residual   blocks with vs without residual connections, 2 and 8 blocks deep, the gradient norm logged for
+               the whole model and for each block's weights (where in the stack does the gradient fade?).
     decoding   greedy vs top-k vs top-p sampling vs beam search on an under-trained reverser: exact match and
                how often a token repeats the one before it.
     heads_lookup  1 vs 2 vs 4 heads in one narrow block on a task that needs two lookups at once ("is A before
@@ -263,7 +262,7 @@ def train_seq2seq(settings, task="reverse", learning_rate=3e-3, warmup=True, cli
 
 
 def train_classifier(settings, build=None, task=make_order_task, learning_rate=1e-3, probe=None, clipnorm=1.0,
-                     **model_kwargs):
+                     gradient_groups=None, **model_kwargs):
     """Trains a tiny TextClassifier (or the model `build()` returns) on the order task (or `task`); returns
     held-out accuracy, the validation curve and the gradient norm per epoch. `probe(model, x_test)` may add
     numbers measured on the trained model."""
@@ -281,8 +280,12 @@ def train_classifier(settings, build=None, task=make_order_task, learning_rate=1
                   run_eagerly=settings.quick)
     started = time.time()
     history = model.fit(x_train, y_train, batch_size=settings.batch_size, epochs=settings.epochs,
-                        validation_data=(x_test, y_test), verbose=0, callbacks=[GradientNormCallback()])
+                        validation_data=(x_test, y_test), verbose=0,
+                        callbacks=[GradientNormCallback(groups=gradient_groups)])
+    per_group = {"block_gradient_norms": [float(history.history[f"gradient_norm_{name}"][0])
+                                          for name in gradient_groups]} if gradient_groups else {}
     return {
+        **per_group,
         "accuracy": float(history.history["val_accuracy"][-1]),
         "final_loss": float(history.history["loss"][-1]),
         "diverged": bool(not np.isfinite(history.history["loss"][-1])),
@@ -408,7 +411,9 @@ def residual(settings):
     rows = []
     for depth in (2, 8):
         for name, block in (("with", EncoderBlock), ("without", EncoderBlockWithoutResidual)):
-            result = train_classifier(settings, build=lambda: encoder_classifier(block, depth=depth))
+            # The first epoch's gradient norm of each block's weights, first block first: where does it fade?
+            result = train_classifier(settings, build=lambda: encoder_classifier(block, depth=depth),
+                                      gradient_groups={f"block_{i}": f"block_{i}/" for i in range(depth)})
             rows.append({"task": "A before B?", "variant": f"{depth} blocks, {name} residuals", **result})
     return rows
 
@@ -524,12 +529,16 @@ def table(rows):
     """The rows as a Markdown table (mean ± sd over the seeds)."""
     columns = [m for m in METRICS if any(m in row for row in rows)]
     distances = any("mean_attention_distance" in row for row in rows)
+    blocks = any("block_gradient_norms" in row for row in rows)
     lines = ["| task | variant | " + " | ".join(columns) + (" | attention distance per head" if distances else "")
-             + " |", "|---|---|" + "---|" * (len(columns) + distances)]
+             + (" | first-epoch gradient norm per block, first to last" if blocks else "") + " |",
+             "|---|---|" + "---|" * (len(columns) + distances + blocks)]
     for row in rows:
         cells = [_cell(row, c) for c in columns]
         if distances:
             cells.append(" / ".join(f"{d:.1f}" for d in row.get("mean_attention_distance", [])))
+        if blocks:
+            cells.append(" / ".join(f"{d:.2f}" for d in row.get("block_gradient_norms", [])))
         lines.append(f"| {row['task']} | {row['variant']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -67,6 +67,11 @@ def test_quick_variant_runs_and_writes_its_table(name, tmp_path, capsys):
             heads = int(row["variant"].split()[0])
             assert len(row["mean_attention_distance"]) == heads
             assert all(0.0 < d < 16 for d in row["mean_attention_distance"])
+    if name == "residual":  # one first-epoch gradient norm per block, each finite and positive
+        for row in rows:
+            depth = int(row["variant"].split()[0])
+            assert len(row["block_gradient_norms"]) == depth and min(row["block_gradient_norms"]) > 0
+        assert "first-epoch gradient norm per block" in table
     if name == "scaling":  # unscaled logits start with more peaked attention, more so for bigger heads
         peak = {row["variant"]: row["init_max_weight"] for row in rows}
         assert peak["d_k=128, scale none"] > peak["d_k=16, scale none"] > peak["d_k=16, scale 1/√d_k"]

@@ -65,3 +65,22 @@ def test_the_norm_is_read_before_clipping_and_clipping_bounds_the_step():
     step = model.get_weights()[0] - before  # lr 1 x the clipped gradient: norm 1, same direction as (6, 12)
     assert np.linalg.norm(step) == pytest.approx(1.0, rel=1e-5)
     np.testing.assert_allclose(step[:, 0], -np.array([6.0, 12.0]) / np.sqrt(180.0), rtol=1e-5)
+
+
+def test_groups_log_the_norm_of_their_own_weights_gradients():
+    # Two layers in a row, y = b·(a·x) with a = (1, 1), b = 1: for x = (1, 2) and target 0 the loss is (a·x)²,
+    # whose gradient is 2·3·x = (6, 12) for a and 2·3·3 = 18 for b.
+    model = keras.Sequential([keras.Input((2,)),
+                              keras.layers.Dense(1, use_bias=False, kernel_initializer="ones", name="first"),
+                              keras.layers.Dense(1, use_bias=False, kernel_initializer="ones", name="second")])
+    model.compile(keras.optimizers.SGD(0.0), "mean_squared_error")
+    norms = GradientNormCallback(groups={"a": "first/", "b": "second/"})
+    history = model.fit(X, Y, batch_size=1, epochs=1, verbose=0, callbacks=[norms]).history
+    assert history["gradient_norm_a"] == pytest.approx([np.sqrt(6.0 ** 2 + 12.0 ** 2)], rel=1e-6)
+    assert history["gradient_norm_b"] == pytest.approx([18.0], rel=1e-6)
+    assert history["gradient_norm"] == pytest.approx([np.sqrt(36 + 144 + 324)], rel=1e-6)
+    assert not [v for v in model.optimizer.variables if "gradient_norm" in v.path]
+    with pytest.raises(ValueError, match=r"`groups` \['c'\] match no trainable weight.*'sequential/'"):
+        model.fit(X, Y, epochs=1, verbose=0, callbacks=[GradientNormCallback(groups={"c": "third/"})])
+    with pytest.raises(TypeError, match="`groups` must be None or a dict"):
+        GradientNormCallback(groups=["first/"])
