@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 MAP = (ROOT / "docs" / "learning_path.md").read_text(encoding="utf-8")
 SPANS = sorted(set(re.findall(r"`([^`\n]+)`", MAP)))
 
-FILE = re.compile(r"^[\w./-]+\.(py|md|png|txt)$")
+FILE = re.compile(r"^[\w./-]+\.(py|md|png|txt|ipynb)$")
 NAME = re.compile(r"^(keras_tfm|recipes)(\.\w+)+$")
 TEST = re.compile(r"^(tests/[\w/]+\.py)::(\w+)(\[[\w.-]+\])?$")
 COMMAND = re.compile(r"^python -m recipes\.(\w+)(\s.*)?$")
@@ -107,3 +107,27 @@ def test_every_row_that_names_a_picture_shows_one_and_every_picture_shown_exists
             names_a_picture = any(re.search(r"\b\w+\.png\b", cell) for cell in row[1:] if "<img" not in cell)
             if names_a_picture:
                 assert "<img " in " | ".join(row), row[:2]
+
+
+def test_every_item_of_the_shorter_article_has_a_row_and_every_pitfall_a_measured_answer():
+    rows = _rows("The shorter article: a minimal Transformer after 3blue1brown")
+    items = [row[0] for row in rows]
+    assert len(items) == 11 and sum(item.startswith("pitfall:") for item in items) == 3
+    assert items[0].startswith("obstacle 1") and items[-1].startswith("extension: image patches")
+    for row in rows:
+        spans = [_kind(span) for span in re.findall(r"`([^`\n]+)`", " | ".join(row))]
+        assert {"test", "command"} <= set(spans) and {"file", "name"} & set(spans), row[0]
+    for row in rows:
+        if row[0].startswith("pitfall:"):  # the answer quotes what the experiment measured: mean ± sd
+            assert re.search(r"\d\.\d{3} ± \d\.\d{3}", row[2]), row[0]
+    assert "_ANSWER" not in MAP
+
+
+def test_every_three_seed_figure_quoted_is_in_a_saved_table():
+    """A mean ± sd the map quotes (0.011 ± 0.012) is one the experiments wrote: a table in docs/experiments/ (the
+    runs behind this page's answers, kept with their JSON and plot) or a row of results.md."""
+    saved = (ROOT / "docs" / "results.md").read_text(encoding="utf-8") + "".join(
+        path.read_text(encoding="utf-8") for path in (ROOT / "docs" / "experiments").glob("*.md"))
+    quoted = set(re.findall(r"\d\.\d{3} ± \d\.\d{3}", MAP))
+    assert len(quoted) >= 10
+    assert sorted(figure for figure in quoted if figure not in saved) == []

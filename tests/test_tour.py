@@ -40,6 +40,7 @@ def test_the_tour_runs_from_top_to_bottom():
                      for output in cell.outputs)
     error = float(re.search(r"over 120 positions: ([\d.e-]+)", text).group(1))
     assert error < 1e-5  # PE(p + 5) is a linear map of PE(p)
+    assert "reversed input gives the reversed output: True" in text  # without positions order is invisible
     assert "True True" in text  # the layer computes the hand-worked attention
     assert float(re.search(r"held-out exact match \(greedy\): ([\d.]+)", text).group(1)) > 0.5
     accuracies = [float(v) for v in re.findall(r"held-out accuracy: ([\d.]+)", text)]
