@@ -252,7 +252,7 @@ def main(argv=None, extra_callbacks=()):
 
 def choose_weights(translator, last, best, valid_source, valid_target):
     """Sets the model's weights to the better, by greedy validation BLEU, of the average of the last epochs and
-    the best single epoch (the last epoch when BLEU is off); returns what was compared and chosen."""
+    the best single epoch (with `--bleu-every 0`, the average); returns what was compared and chosen."""
     if not last.kept:  # no epoch snapshot at all (nothing was trained): keep the weights as they are
         return {"chosen": "as trained"}
     last.apply_average()
