@@ -1,13 +1,30 @@
 """Shared test helpers (backend-agnostic: NumPy and keras.ops only)."""
 
 import csv
+import importlib.util
 import os
+import pathlib
+import sys
 
 import keras
 import numpy as np
 from keras import ops
 
 from keras_tfm.data import digits
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def load_script(path):
+    """A script of the repository that is not in a package (`benchmarks/fast_path.py`, `docs/make_pictures.py`),
+    imported afresh from its file, `path` relative to the repository root. It is registered in `sys.modules` under
+    its file's stem: tf.data's AutoGraph reads a module's source through it."""
+    path = ROOT / path
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def to_numpy(x):

@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from tests.helpers import load_script
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TOUR = ROOT / "docs" / "tour.ipynb"
 
@@ -51,12 +53,7 @@ def test_the_tour_runs_from_top_to_bottom():
 
 
 def _make_pictures():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("make_pictures", ROOT / "docs" / "make_pictures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("docs/make_pictures.py")
 
 
 def test_every_committed_picture_is_drawn_by_make_pictures():

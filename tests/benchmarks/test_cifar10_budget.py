@@ -1,24 +1,16 @@
 """benchmarks/cifar10_budget.py: all three models under a tiny budget on a generated image folder."""
 
-import importlib.util
 import json
 import math
-import pathlib
-import sys
 
 import pytest
 
 from tests.data.samples import write_image_folder
-
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "cifar10_budget.py"
+from tests.helpers import load_script
 
 
 def load_benchmark():
-    spec = importlib.util.spec_from_file_location("cifar10_budget", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # tf.data's AutoGraph reads the module's source through it
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/cifar10_budget.py")
 
 
 @pytest.mark.slow

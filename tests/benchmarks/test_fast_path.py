@@ -1,22 +1,19 @@
 """`benchmarks/fast_path.py`: its FLOP counts, and a one-step run end to end (a worker process per backend)."""
 
-import importlib.util
 import json
-import os
 import pathlib
 import subprocess
 import sys
 
 import keras
 
+from tests.helpers import load_script
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _fast_path():
-    spec = importlib.util.spec_from_file_location("fast_path", ROOT / "benchmarks" / "fast_path.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/fast_path.py")
 
 
 def test_flop_counts_are_the_matrix_products_of_the_blocks():

@@ -1,7 +1,6 @@
 """The recipes' shared plumbing: flags, run folders, optimizer options, history and curves."""
 
 import argparse
-import importlib.util
 import os
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from keras_tfm.schedules import PlannedWarmupCosine
 from keras_tfm.text import MODEL_TYPES
 from recipes import (cifar10_vit, common, experiments, flags, imdb_classifier, language_model, pretrain_text,
                      reverse_digits, translate)
+from tests.helpers import load_script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECIPES = ("reverse_digits", "cifar10_vit", "imdb_classifier", "translate", "language_model", "experiments",
@@ -419,9 +419,7 @@ def test_a_faster_backend_is_named_at_the_start_never_switched_to(monkeypatch):
 
 
 def test_the_measured_fast_paths_name_the_benchmarks_setups():
-    spec = importlib.util.spec_from_file_location("fast_path", os.path.join(ROOT, "benchmarks", "fast_path.py"))
-    fast_path = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fast_path)
+    fast_path = load_script("benchmarks/fast_path.py")
     assert set(common.FAST_PATHS_ON_AMX) == {recipe for recipe, _, _ in fast_path.SETUPS.values()}
     for paths in common.FAST_PATHS_ON_AMX.values():
         assert set(paths) == {"tensorflow", "jax", "torch"}
