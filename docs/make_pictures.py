@@ -46,7 +46,8 @@ def parse_args(argv):
                         help=f"which pictures to draw, among {', '.join(PICTURES)} (default: all)")
     parser.add_argument("--output-dir", default=OUTPUT, help="where to write the PNGs")
     parser.add_argument("--translate-run", default=None,
-                        help="a finished recipes.translate run folder: its alignment_0.png becomes translate_alignment.png")
+                        help="a finished recipes.translate run folder: its alignment_0.png becomes "
+                             "translate_alignment.png")
     args = parser.parse_args(argv)
     unknown = [name for name in args.pictures if name not in PICTURES]
     if unknown:
@@ -61,7 +62,6 @@ def parse_args(argv):
 
 
 def architecture(output_dir, preset="small", batch=32, source_length=20, target_length=24, vocab_size=8000):
-    import keras
     import numpy as np
     from matplotlib.figure import Figure
     from matplotlib.patches import FancyBboxPatch
@@ -79,13 +79,11 @@ def architecture(output_dir, preset="small", batch=32, source_length=20, target_
     encoded = model.encode(source)
     assert tuple(logits.shape) == (batch, target_length, vocab_size), logits.shape
     assert tuple(encoded.shape) == (batch, source_length, d), encoded.shape
-    del keras  # imported for the side effect of loading the backend first
-    files = {name: os.path.join("keras_tfm", "layers", f"{name}.py")
-             for name in ("token_embedding", "position_encoding", "encoder_block", "decoder_block", "attention",
-                          "feed_forward", "masking")}
-    files["seq2seq"] = os.path.join("keras_tfm", "models", "seq2seq.py")
-    for path in files.values():
-        assert os.path.isfile(os.path.join(ROOT, path)), path  # a box never names a file that is gone
+
+    def source(path):
+        """A box's file, relative to keras_tfm/: it must exist, so no box names a file that is gone."""
+        assert os.path.isfile(os.path.join(ROOT, "keras_tfm", path)), path
+        return path
 
     figure = Figure(figsize=(11, 10.5))
     ax = figure.subplots()
@@ -117,8 +115,8 @@ def architecture(output_dir, preset="small", batch=32, source_length=20, target_
     arrow(ex + w / 2, 0.45, ex + w / 2, 1.0, f"(batch, S) = ({batch}, {source_length})")
     arrow(dx + w / 2, 0.45, dx + w / 2, 1.0, f"(batch, T) = ({batch}, {target_length})")
     embed = "embedding × √d  +  sinusoidal positions"
-    box(ex, 1.0, w, 0.75, embed, colours["embed"], "layers/token_embedding.py")
-    box(dx, 1.0, w, 0.75, embed, colours["embed"], "layers/token_embedding.py")
+    box(ex, 1.0, w, 0.75, embed, colours["embed"], source("layers/token_embedding.py"))
+    box(dx, 1.0, w, 0.75, embed, colours["embed"], source("layers/token_embedding.py"))
     arrow(ex + w / 2, 1.75, ex + w / 2, 2.35, f"(batch, S, d) = ({batch}, {source_length}, {d})")
     arrow(dx + w / 2, 1.75, dx + w / 2, 2.35, f"(batch, T, d) = ({batch}, {target_length}, {d})")
 
@@ -126,12 +124,14 @@ def architecture(output_dir, preset="small", batch=32, source_length=20, target_
     ax.add_patch(FancyBboxPatch((ex - 0.2, 2.3), w + 0.4, 4.1, boxstyle="round,pad=0.02", fc=colours["stack"],
                                 ec="#999999", lw=1.0, ls="--"))
     ax.text(ex - 0.15, 6.2, f"EncoderBlock × {n_enc}", fontsize=10, weight="bold")
-    ax.text(ex - 0.15, 5.95, "layers/encoder_block.py", fontsize=7, family="monospace", color="#444444")
+    ax.text(ex - 0.15, 5.95, source("layers/encoder_block.py"), fontsize=7, family="monospace",
+            color="#444444")
     box(ex, 2.5, w, 0.45, "LayerNorm", colours["norm"], size=8.5)
-    box(ex, 3.15, w, 0.8, f"multi-head self-attention ({heads} heads)", colours["attention"], "layers/attention.py")
+    box(ex, 3.15, w, 0.8, f"multi-head self-attention ({heads} heads)", colours["attention"],
+        source("layers/attention.py"))
     ax.text(ex + w + 0.05, 3.55, "+ residual", fontsize=7.5, color="#666666")
     box(ex, 4.2, w, 0.45, "LayerNorm", colours["norm"], size=8.5)
-    box(ex, 4.85, w, 0.8, f"feed-forward {d} → {mlp} → {d}", colours["ffn"], "layers/feed_forward.py")
+    box(ex, 4.85, w, 0.8, f"feed-forward {d} → {mlp} → {d}", colours["ffn"], source("layers/feed_forward.py"))
     ax.text(ex + w + 0.05, 5.25, "+ residual", fontsize=7.5, color="#666666")
     for y0, y1 in ((2.95, 3.15), (3.95, 4.2), (4.65, 4.85)):
         arrow(ex + w / 2, y0, ex + w / 2, y1)
@@ -143,14 +143,16 @@ def architecture(output_dir, preset="small", batch=32, source_length=20, target_
     ax.add_patch(FancyBboxPatch((dx - 0.2, 2.3), w + 0.4, 5.6, boxstyle="round,pad=0.02", fc=colours["stack"],
                                 ec="#999999", lw=1.0, ls="--"))
     ax.text(dx - 0.15, 7.7, f"DecoderBlock × {n_dec}", fontsize=10, weight="bold")
-    ax.text(dx - 0.15, 7.45, "layers/decoder_block.py", fontsize=7, family="monospace", color="#444444")
+    ax.text(dx - 0.15, 7.45, source("layers/decoder_block.py"), fontsize=7, family="monospace",
+            color="#444444")
     box(dx, 2.5, w, 0.45, "LayerNorm", colours["norm"], size=8.5)
-    box(dx, 3.15, w, 0.8, "masked (causal) self-attention", colours["attention"], "layers/masking.py: causal_mask")
+    box(dx, 3.15, w, 0.8, "masked (causal) self-attention", colours["attention"],
+        source("layers/masking.py") + ": causal_mask")
     box(dx, 4.2, w, 0.45, "LayerNorm", colours["norm"], size=8.5)
     box(dx, 4.85, w, 0.8, "cross-attention: Q from here, K, V from the encoder", colours["attention"],
-        "layers/attention.py", size=8.5)
+        source("layers/attention.py"), size=8.5)
     box(dx, 5.9, w, 0.45, "LayerNorm", colours["norm"], size=8.5)
-    box(dx, 6.55, w, 0.8, f"feed-forward {d} → {mlp} → {d}", colours["ffn"], "layers/feed_forward.py")
+    box(dx, 6.55, w, 0.8, f"feed-forward {d} → {mlp} → {d}", colours["ffn"], source("layers/feed_forward.py"))
     for y in (3.55, 5.25, 6.95):
         ax.text(dx + w + 0.05, y, "+ residual", fontsize=7.5, color="#666666")
     for y0, y1 in ((2.95, 3.15), (3.95, 4.2), (4.65, 4.85), (5.65, 5.9), (6.35, 6.55)):
@@ -165,7 +167,7 @@ def architecture(output_dir, preset="small", batch=32, source_length=20, target_
     # Output: the vocabulary projection and the softmax, row t predicting token t + 1.
     arrow(dx + w / 2, 7.35, dx + w / 2, 8.15, "(batch, T, d)")
     box(dx, 8.15, w, 0.75, f"LayerNorm (decoder_norm), linear → V = {vocab_size}", colours["out"],
-        "models/seq2seq.py", size=8.5)
+        source("models/seq2seq.py"), size=8.5)
     arrow(dx + w / 2, 8.9, dx + w / 2, 9.6, "logits (batch, T, V)")
     ax.text(dx + w / 2, 9.75, "softmax: row t predicts token t+1", ha="center", fontsize=9)
     ax.text(0.4, 9.55, f"Seq2SeqTransformer, preset '{preset}': d = {d}, {heads} heads (d_k = {d // heads}),\n"
@@ -204,7 +206,8 @@ def reverse(output_dir):
         print(f"reverser: exact match greedy {summary['metrics']['exact_match_greedy']:.3f}")
         written = []
         for name in ("alignment", "decoder_self_attention", "curves"):
-            written.append(shutil.copy(os.path.join(run, f"{name}.png"), os.path.join(output_dir, f"reverse_{name}.png")))
+            written.append(shutil.copy(os.path.join(run, f"{name}.png"),
+                                       os.path.join(output_dir, f"reverse_{name}.png")))
     return written
 
 
