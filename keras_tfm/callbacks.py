@@ -715,9 +715,6 @@ class CheckpointAverage(keras.callbacks.Callback):
                              f"not {self.monitor!r}: give another directory or the same monitor.")
         return [(entry["epoch"], entry["value"]) for entry in index["kept"] if os.path.exists(self._path(entry["epoch"]))]
 
-    def _better(self, a, b):
-        return a > b if self.mode == "max" else a < b
-
     def _chosen(self, candidates):
         """The `count` snapshots to keep out of `candidates`, in epoch order."""
         if self.monitor is None:
