@@ -261,7 +261,7 @@ def train_seq2seq(settings, task="reverse", learning_rate=3e-3, warmup=True, cli
     return result
 
 
-def train_classifier(settings, build=None, task=make_order_task, learning_rate=1e-3, probe=None, clipnorm=1.0,
+def train_classifier(settings, build=None, task=make_order_task, learning_rate=1e-3, probe=None,
                      gradient_groups=None, **model_kwargs):
     """Trains a tiny TextClassifier (or the model `build()` returns) on the order task (or `task`); returns
     held-out accuracy, the validation curve and the gradient norm per epoch. `probe(model, x_test)` may add
@@ -275,7 +275,7 @@ def train_classifier(settings, build=None, task=make_order_task, learning_rate=1
     else:
         model = build()
     steps = settings.epochs * common.steps_per_epoch(len(x_train), settings.batch_size)
-    model.compile(keras.optimizers.Adam(common.warmup_cosine(learning_rate, steps, 0.1), clipnorm=clipnorm),
+    model.compile(keras.optimizers.Adam(common.warmup_cosine(learning_rate, steps, 0.1), clipnorm=1.0),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
                   run_eagerly=settings.quick)
     started = time.time()
