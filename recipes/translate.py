@@ -197,9 +197,8 @@ def main(argv=None, extra_callbacks=()):
     # and those of the best-scoring epoch. Both kept on disk, so a resumed run still has the earlier epochs.
     translator = Translator(model, source_tokenizer, target_tokenizer)
     valid_source, valid_target = corpus["validation"]
-    choosing = []
-    if args.bleu_every:
-        choosing.append(ValidationBLEU(translator, valid_source, valid_target, every_n_epochs=args.bleu_every))
+    validation_bleu = ValidationBLEU(translator, valid_source, valid_target, every_n_epochs=max(args.bleu_every, 1))
+    choosing = [validation_bleu] if args.bleu_every else []
     averaging = os.path.join(output_dir, "averaging")
     last = CheckpointAverage(args.average_last, directory=os.path.join(averaging, "last"), apply=False)
     best = CheckpointAverage(1, monitor="val_bleu", directory=os.path.join(averaging, "best"), apply=False) \
@@ -214,7 +213,7 @@ def main(argv=None, extra_callbacks=()):
                                                               seed=args.seed),
                            validation_data=translation.make_dataset(x_valid, y_valid, args.batch_size))
     model.fit(**data, epochs=args.epochs, callbacks=callbacks, verbose=common.fit_verbosity())
-    choice = choose_weights(translator, last, best, valid_source, valid_target)
+    choice = choose_weights(validation_bleu, last, best)
 
     # Evaluate: translate the test set with greedy and beam search; BLEU against the raw references.
     evaluating = time.time()
@@ -250,13 +249,14 @@ def main(argv=None, extra_callbacks=()):
     return summary
 
 
-def choose_weights(translator, last, best, valid_source, valid_target):
-    """Sets the model's weights to the better, by greedy validation BLEU, of the average of the last epochs and
-    the best single epoch (with `--bleu-every 0`, the average); returns what was compared and chosen."""
+def choose_weights(validation_bleu, last, best):
+    """Sets the model's weights to the better, by greedy validation BLEU (`validation_bleu.score()`), of the
+    average of the last epochs and the best single epoch (with `--bleu-every 0`, the average); returns what was
+    compared and chosen."""
     if not last.kept:  # no epoch snapshot at all (nothing was trained): keep the weights as they are
         return {"chosen": "as trained"}
     last.apply_average()
-    average_bleu = corpus_bleu(translator.generate(valid_source), valid_target)[0]
+    average_bleu = validation_bleu.score()
     choice = {"averaged_epochs": [e + 1 for e in last.averaged_epochs], "val_bleu_average": average_bleu,
               "chosen": "average"}
     if best is not None and best.kept:
@@ -265,9 +265,10 @@ def choose_weights(translator, last, best, valid_source, valid_target):
         if bleu > average_bleu:
             best.apply_average()
             choice["chosen"] = f"epoch {epoch + 1}"
-    print(f"validation BLEU (greedy): average of epochs {choice['averaged_epochs']} {average_bleu:.2f}"
-          + (f", best epoch ({choice['best_epoch']}) {choice['val_bleu_best_epoch']:.2f}" if "best_epoch" in choice else "")
-          + f"; translating with the {choice['chosen']}")
+    best_text = (f", best epoch ({choice['best_epoch']}) {choice['val_bleu_best_epoch']:.2f}"
+                 if "best_epoch" in choice else "")
+    print(f"validation BLEU (greedy): average of epochs {choice['averaged_epochs']} {average_bleu:.2f}{best_text}; "
+          f"translating with the {choice['chosen']}")
     return choice
 
 
