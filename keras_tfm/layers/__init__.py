@@ -5,6 +5,7 @@ from keras_tfm.layers.class_token import ClassToken
 from keras_tfm.layers.conv_tokenizer import ConvTokenizer
 from keras_tfm.layers.decoder_block import DecoderBlock
 from keras_tfm.layers.drop_path import DropPath
+from keras_tfm.layers.dropout import Dropout
 from keras_tfm.layers.encoder_block import EncoderBlock
 from keras_tfm.layers.feed_forward import FeedForward
 from keras_tfm.layers.masking import attention_mask_from_torch, causal_mask, same_position
@@ -23,6 +24,7 @@ __all__ = [
     "ConvTokenizer",
     "DecoderBlock",
     "DropPath",
+    "Dropout",
     "EncoderBlock",
     "FeedForward",
     "MultiHeadAttention",

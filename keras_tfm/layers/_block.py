@@ -6,6 +6,7 @@ import inspect
 import keras
 
 from keras_tfm.layers import _checks
+from keras_tfm.layers.dropout import Dropout
 from keras_tfm.layers.attention import MultiHeadAttention
 from keras_tfm.layers.drop_path import DropPath
 from keras_tfm.layers.feed_forward import FeedForward, get_activation, serialize_activation
@@ -81,7 +82,7 @@ class TransformerBlockBase(keras.layers.Layer):
                            dtype=self.dtype_policy, name="feed_forward")
 
     def _dropout(self):
-        return keras.layers.Dropout(self.dropout, seed=self._next_seed(), dtype=self.dtype_policy)
+        return Dropout(self.dropout, seed=self._next_seed(), dtype=self.dtype_policy)
 
     def _drop_path(self):
         return DropPath(self.drop_path, seed=self._next_seed(), dtype=self.dtype_policy)

@@ -20,6 +20,7 @@ import keras
 from keras import ops
 
 from keras_tfm.layers import _checks
+from keras_tfm.layers.dropout import Dropout
 from keras_tfm.layers._utils import clone_initializer
 from keras_tfm.layers.masking import causal_mask, same_position
 
@@ -160,7 +161,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.attention_scale = attention_scale
         self.locality = bool(locality)
         self.supports_masking = True
-        self.attention_dropout = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+        self.attention_dropout = Dropout(dropout, seed=seed, dtype=self.dtype_policy)
         # A hook, part of the layer's API (see "Attributes" above): `keras_tfm.attention_maps` sets it for one call.
         self.score_recorder = None
 

@@ -9,6 +9,7 @@ import keras
 from keras import ops
 
 from keras_tfm.layers import _checks
+from keras_tfm.layers.dropout import Dropout
 from keras_tfm.layers._utils import clone_initializer
 
 
@@ -96,8 +97,8 @@ class FeedForward(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="hidden",
         )
-        self.hidden_dropout = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
-        self.output_dropout = keras.layers.Dropout(
+        self.hidden_dropout = Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+        self.output_dropout = Dropout(
             dropout, seed=None if seed is None else seed + 1, dtype=self.dtype_policy
         )
 

@@ -21,6 +21,7 @@ import keras
 from keras import ops
 
 from keras_tfm.layers import _checks
+from keras_tfm.layers.dropout import Dropout
 from keras_tfm.layers.conv_tokenizer import ConvTokenizer
 from keras_tfm.layers.position_encoding import sincos_2d_position_encoding
 from keras_tfm.layers.shifted_patch_tokenization import ShiftedPatchTokenization
@@ -143,7 +144,7 @@ class PatchEmbedding(keras.layers.Layer):
         self.seed = seed
         self.tokenizer = tokenizer
         self.projection = self._tokenizer_layer()  # images -> (batch, rows, columns, dim)
-        self.dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(dropout, seed=seed, dtype=self.dtype_policy)
 
     def _tokenizer_layer(self):
         if self.tokenizer == "conv":

@@ -7,6 +7,7 @@ import keras
 from keras import ops
 
 from keras_tfm.layers import _checks
+from keras_tfm.layers.dropout import Dropout
 from keras_tfm.layers.position_encoding import sinusoidal_encoding_at
 
 POSITIONS = ("sinusoidal", "learned", None)
@@ -131,7 +132,7 @@ class TokenEmbedding(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="token_embedding",
         )
-        self.dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+        self.dropout_layer = Dropout(dropout, seed=seed, dtype=self.dtype_policy)
 
     def build(self, inputs_shape):
         _checks.rank("inputs", inputs_shape, 2, "(batch, length) of token ids")

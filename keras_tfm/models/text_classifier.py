@@ -16,6 +16,7 @@ import keras
 from keras import ops
 
 from keras_tfm.layers import _checks
+from keras_tfm.layers.dropout import Dropout
 from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel, compile_classifier
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
@@ -128,7 +129,7 @@ class TextClassifier(PresetModel, keras.Model):
             x = keras.layers.Lambda(lambda h: h[:, 0], mask=lambda h, mask: None, name="pool")(states)
         else:
             x = keras.layers.GlobalAveragePooling1D(name="pool")(states)  # masked mean over real tokens
-        x = keras.layers.Dropout(dropout, name="head_dropout")(x)
+        x = Dropout(dropout, name="head_dropout")(x)
         logits = keras.layers.Dense(num_classes, activation=head_activation, dtype="float32", name="head")(x)
         super().__init__(inputs, logits, **kwargs)
         self.input_spec = None  # token ids alone are accepted too (see `call`)

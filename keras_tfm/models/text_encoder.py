@@ -20,6 +20,7 @@ from keras import ops
 
 from keras_tfm.layers import ClassToken, EncoderBlock, TokenEmbedding
 from keras_tfm.layers import _checks
+from keras_tfm.layers.dropout import Dropout
 from keras_tfm.models import text_weights
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
@@ -137,7 +138,7 @@ class TextEncoder(PresetModel, keras.Model):
             x = keras.layers.Add(name="add_segments")([x, segments])
         if embedding_norm:
             x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="embedding_norm")(x)
-        x = keras.layers.Dropout(dropout, name="embedding_dropout")(x)
+        x = Dropout(dropout, name="embedding_dropout")(x)
         mask = ops.cast(inputs["padding_mask"], "bool")  # (batch, length), True at real tokens
         if class_token:
             x = ClassToken(name="class_token")(x, mask=mask)  # (batch, 1 + length, dim)

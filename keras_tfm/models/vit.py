@@ -15,6 +15,7 @@ import keras
 
 from keras_tfm.layers import EncoderBlock, PatchEmbedding, SequencePooling
 from keras_tfm.layers import _checks
+from keras_tfm.layers.dropout import Dropout
 from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel, compile_classifier
 from keras_tfm.models.presets import VIT_PRESETS
@@ -145,7 +146,7 @@ class ViT(PresetModel, keras.Model):
             x = keras.layers.GlobalAveragePooling1D(name="pool")(x)  # mean over patch tokens
         outputs = x  # (batch, dim)
         if include_top:
-            x = keras.layers.Dropout(dropout, name="head_dropout")(x)
+            x = Dropout(dropout, name="head_dropout")(x)
             # float32 logits even under mixed precision, so the softmax and the loss stay exact.
             outputs = keras.layers.Dense(num_classes, activation=head_activation, dtype="float32", name="head")(x)
         super().__init__(images, outputs, **kwargs)

@@ -59,6 +59,7 @@ CASES = {
     "MultiHeadAttention": token_model(lambda: tfm.MultiHeadAttention(2)),
     "FeedForward": token_model(lambda: tfm.FeedForward(16)),
     "DropPath": token_model(lambda: tfm.DropPath(0.1)),
+    "Dropout": token_model(lambda: tfm.Dropout(0.1, seed=0)),
     "ClassToken": token_model(lambda: tfm.ClassToken()),
     "EncoderBlock": token_model(lambda: tfm.EncoderBlock(2, 16, dropout=0.1)),
     "EncoderBlock-post-norm": token_model(lambda: tfm.EncoderBlock(2, 16, norm_first=False)),
@@ -79,6 +80,7 @@ LAYER_FACTORIES = {
     tfm.SequencePooling: lambda: tfm.SequencePooling(name="pool"),
     tfm.FeedForward: lambda: tfm.FeedForward(16, activation="relu", output_dim=4),
     tfm.DropPath: lambda: tfm.DropPath(0.2, seed=1),
+    tfm.Dropout: lambda: tfm.Dropout(0.2, noise_shape=(None, 1, 8), seed=1),
     tfm.ClassToken: lambda: tfm.ClassToken(initializer="ones"),
     tfm.EncoderBlock: lambda: tfm.EncoderBlock(2, 16, norm_first=False, drop_path=0.1, layer_norm_epsilon=1e-5,
                                                locality=True),
@@ -151,7 +153,7 @@ class MaskProbe(keras.layers.Layer):
 
 
 @pytest.mark.parametrize(
-    "name", ["MultiHeadAttention", "MultiHeadAttention-locality", "FeedForward", "DropPath", "EncoderBlock",
+    "name", ["MultiHeadAttention", "MultiHeadAttention-locality", "FeedForward", "DropPath", "Dropout", "EncoderBlock",
              "EncoderBlock-locality", "DecoderBlock", "ClassToken"]
 )
 def test_padding_mask_propagates_through_the_layer(name):
