@@ -448,11 +448,12 @@ def plot_curves(history, path):
     return path
 
 
-def finish(model, output_dir, args, metrics, started, extra=None):
+def finish(model, output_dir, args, metrics, started, extra=None, scratch=()):
     """Saves `model.keras`, `curves.png` and `summary.json` (the recipe, metrics, flags, wall time, the run's
     segments from run.json and the `extra` dict); returns the summary dict. Once `model.keras` has been loaded
-    back, the per-epoch `checkpoint.keras` is deleted: a finished run keeps one model. A non-chief worker's
-    folder is deleted afterwards."""
+    back, the per-epoch `checkpoint.keras` and the `scratch` folders under `output_dir` (weights kept only for
+    training, such as translate's averaging snapshots) are deleted: a finished run keeps one model. A non-chief
+    worker's folder is deleted afterwards."""
     path = os.path.join(output_dir, "model.keras")
     with runs.uninterrupted():
         model.save(path)
@@ -460,6 +461,8 @@ def finish(model, output_dir, args, metrics, started, extra=None):
     checkpoint = os.path.join(output_dir, "checkpoint.keras")
     if os.path.exists(checkpoint):
         os.remove(checkpoint)
+    for folder in scratch:
+        shutil.rmtree(os.path.join(output_dir, folder), ignore_errors=True)
     plot_curves(read_history(output_dir), os.path.join(output_dir, "curves.png"))
     run = runs.current(output_dir)
     summary = {

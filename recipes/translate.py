@@ -242,7 +242,7 @@ def main(argv=None, extra_callbacks=()):
 
     translator.save(os.path.join(output_dir, "translator"))
     summary = common.finish(model, output_dir, args, metrics, started,
-                            extra={"bleu_signature": signature, "weights_chosen": choice})
+                            extra={"bleu_signature": signature, "weights_chosen": choice}, scratch=["averaging"])
     print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")
     if args.attention_maps:
         print(f"attention explorer (open in a browser): {pictures[0].html_path}")

@@ -1,6 +1,7 @@
 import json
 import os
 
+import keras
 import pytest
 
 from keras_tfm.data import translation
@@ -10,6 +11,17 @@ from recipes.common import read_history
 from tests.data.samples import make_corpus, write_multi30k_folder
 from tests.helpers import epochs_in
 from tests.recipes.saved_models import KeepModel
+
+
+class SnapshotsAtTheEnd(keras.callbacks.Callback):
+    """The files in `folder` when training ends (the averaging snapshots, before the recipe cleans up)."""
+
+    def __init__(self, folder):
+        super().__init__()
+        self.folder = folder
+
+    def on_train_end(self, logs=None):
+        self.files = sorted(os.listdir(self.folder))
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +48,9 @@ def test_a_resumed_run_reuses_its_saved_tokenizers(tmp_path):
 @pytest.mark.every_backend
 def test_quick_run_writes_every_promised_file(corpus_files, tmp_path, capsys, loads_without_recipes):
     folder, _ = corpus_files
-    keep = KeepModel()
+    keep, snapshots = KeepModel(), SnapshotsAtTheEnd(tmp_path / "averaging" / "last")
     summary = translate.main(["--quick", "--data-dir", str(folder), "--output-dir", str(tmp_path)],
-                             extra_callbacks=[keep])
+                             extra_callbacks=[keep, snapshots])
     loads_without_recipes(tmp_path / "model.keras", keep.trained)  # where only keras_tfm is installed
     assert epochs_in(tmp_path) == [0, 1]
     for name in ("model.keras", "history.csv", "curves.png", "summary.json", "translations.txt",
@@ -58,7 +70,10 @@ def test_quick_run_writes_every_promised_file(corpus_files, tmp_path, capsys, lo
     assert chosen["val_bleu_best_epoch"] == max(history["val_bleu"])
     assert chosen["chosen"] == ("average" if chosen["val_bleu_average"] >= max(history["val_bleu"])
                                 else f"epoch {chosen['best_epoch']}")
-    assert sorted(os.listdir(tmp_path / "averaging" / "last")) == ["epoch_001.npz", "epoch_002.npz", "snapshots.json"]
+    # The epochs' weights were on disk while training (a resumed run averages them too), and are gone once
+    # model.keras is saved: a finished run keeps one model.
+    assert snapshots.files == ["epoch_001.npz", "epoch_002.npz", "snapshots.json"]
+    assert not (tmp_path / "averaging").exists() and not (tmp_path / "checkpoint.keras").exists()
     translations = (tmp_path / "translations.txt").read_text(encoding="utf-8")
     assert translations.count("reference: ") == 16 and translations.count("beam:      ") == 16
     # The saved translator reproduces the run's greedy translations from raw strings.
