@@ -48,6 +48,52 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
+class InverseSquareRootWarmup(keras.optimizers.schedules.LearningRateSchedule):
+    """The original Transformer's schedule: linear warm-up to `peak` over `warmup_steps`, then decay in proportion
+    to the inverse square root of the step (Vaswani et al. 2017, §5.3; fairseq's `inverse_sqrt`).
+
+    The paper writes it as lrate = d_model^-0.5 · min(n^-0.5, n · warmup_steps^-1.5) for the n-th update: the two
+    terms meet at n = warmup_steps, where the rate peaks at (d_model · warmup_steps)^-0.5. Here the peak is given
+    directly, rate(n) = peak · min(n / warmup_steps, sqrt(warmup_steps / n)); `from_model_width` gives the
+    paper's peak. Keras counts updates from 0, so the rate of Keras step `step` is that of update n = step + 1, and
+    the first update is not wasted at rate 0. Unlike a decay to 0 at a planned last step, the rate never reaches 0,
+    so training can go on for as many epochs as wanted (and averaging the last epochs' weights averages models that
+    still move).
+
+    Args:
+        peak: the learning rate at the end of the warm-up.
+        warmup_steps: updates of the warm-up (at least 1).
+
+    Example:
+
+    >>> schedule = InverseSquareRootWarmup(1e-3, warmup_steps=4)
+    >>> [round(float(schedule(step)), 6) for step in (0, 1, 3, 15, 99)]  # updates 1, 2, 4, 16, 100
+    [0.00025, 0.0005, 0.001, 0.0005, 0.0002]
+    """
+
+    def __init__(self, peak, warmup_steps):
+        if isinstance(peak, bool) or not isinstance(peak, (int, float)) or not peak > 0:
+            raise ValueError(f"`peak` must be a positive learning rate. Received: peak={peak!r}")
+        if not isinstance(warmup_steps, int) or isinstance(warmup_steps, bool) or warmup_steps < 1:
+            raise ValueError(f"`warmup_steps` must be a positive int. Received: warmup_steps={warmup_steps!r}")
+        self.peak = float(peak)
+        self.warmup_steps = warmup_steps
+
+    @classmethod
+    def from_model_width(cls, d_model, warmup_steps=4000, scale=1.0):
+        """The paper's schedule for a model of width `d_model`: peak = scale · (d_model · warmup_steps)^-0.5
+        (7.0e-4 for the base model, d_model 512, with its 4,000 warm-up steps)."""
+        return cls(scale * (d_model * warmup_steps) ** -0.5, warmup_steps)
+
+    def __call__(self, step):
+        update = ops.cast(step, "float32") + 1.0
+        return self.peak * ops.minimum(update / self.warmup_steps, ops.sqrt(self.warmup_steps / update))
+
+    def get_config(self):
+        return {"peak": self.peak, "warmup_steps": self.warmup_steps}
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
 class PlannedWarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warm-up to `peak`, then cosine decay to 0, over a number of steps that can change during training:
     `plan(total_steps)` (the recipes' `--time-budget` plans the run after its first epoch).

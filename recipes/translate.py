@@ -34,6 +34,7 @@ from recipes import flags
 
 PRESETS = tuple(sorted(SEQ2SEQ_PRESETS))
 TOKENIZERS = SUBWORD_MODEL_TYPES
+SCHEDULES = ("cosine", "inverse_sqrt")
 
 # Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
 MODEL_FLAGS = ("source_lang", "target_lang", "vocab_size", "tokenizer", "separate_vocab", "max_length", "preset")
@@ -63,6 +64,10 @@ def parse_args(argv):
     model.add_argument("--dropout", type=flags.fraction, default=0.1, help="dropout rate")
     model.add_argument("--label-smoothing", type=flags.fraction, default=0.1, help="label smoothing of the loss")
     model.add_argument("--weight-decay", type=flags.non_negative_float, default=1e-4, help="AdamW weight decay")
+    model.add_argument("--schedule", choices=SCHEDULES, default="cosine",
+                       help="learning rate: linear warm-up to --learning-rate over --warmup-fraction of the "
+                            "steps, then cosine decay to 0 at the last step (cosine), or decay as 1/sqrt(step), "
+                            "never reaching 0 (inverse_sqrt: the 2017 paper's schedule)")
     choose = parser.add_argument_group("choosing the model (on the validation set, never the test set)")
     choose.add_argument("--bleu-every", type=flags.non_negative_int, default=1,
                         help="greedy BLEU on the validation set every this many epochs, logged as val_bleu "
@@ -111,6 +116,7 @@ from keras_tfm import visualize  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback, CheckpointAverage  # noqa: E402
 from keras_tfm.data import DataUnavailable, translation  # noqa: E402
 from keras_tfm.models import Seq2SeqTransformer  # noqa: E402
+from keras_tfm.schedules import InverseSquareRootWarmup  # noqa: E402
 from keras_tfm.text import SubwordTokenizer, Translator, ValidationBLEU, corpus_bleu  # noqa: E402
 
 
@@ -129,6 +135,14 @@ def load_corpus(args):
             pairs[split] = (source, target) if source else None
         return translation.load_files(pairs)
     raise DataUnavailable("Translation: no data given. " + translation.HOW_TO_PROVIDE)
+
+
+def learning_rate_schedule(args, steps):
+    """`--schedule inverse_sqrt`: warm-up over `--warmup-fraction` of the run's `steps`, then 1/sqrt(step) decay
+    from `--learning-rate`; None for `cosine`, the recipes' warm-up + cosine decay (`common.adamw`'s)."""
+    if args.schedule == "inverse_sqrt":
+        return InverseSquareRootWarmup(args.learning_rate, max(1, round(args.warmup_fraction * steps)))
+    return None
 
 
 def tokenizers(args, train_source, train_target, output_dir):
@@ -177,14 +191,14 @@ def main(argv=None, extra_callbacks=()):
           + (f" / {target_tokenizer.vocab_size}" if args.separate_vocab else " (shared)"))
 
     # Model: tied output embedding (the paper's §3.4); AdamW with the paper's betas (0.9, 0.98), warm-up then
-    # cosine decay; label smoothing 0.1 (§5.4).
+    # cosine decay (or the paper's inverse square root, §5.3); label smoothing 0.1 (§5.4).
     steps = args.epochs * common.steps_per_epoch(len(x_train), args.batch_size)
     with common.strategy_scope(strategy):
         model = Seq2SeqTransformer.from_preset(
             args.preset, source_vocab_size=source_tokenizer.vocab_size, target_vocab_size=target_tokenizer.vocab_size,
             max_length=args.max_length, dropout=args.dropout, tie_embeddings=True,
         )
-        optimizer = common.adamw(args, steps, model=model, beta_2=0.98)
+        optimizer = common.adamw(args, steps, model=model, schedule=learning_rate_schedule(args, steps), beta_2=0.98)
         model.compile_for_training(optimizer=optimizer, label_smoothing=args.label_smoothing, **common.compile_options(args))
 
     pieces = [target_tokenizer.id_to_piece(i) for i in range(target_tokenizer.vocab_size)]

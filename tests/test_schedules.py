@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tfm.schedules import WarmupLinearDecay
+from keras_tfm.schedules import InverseSquareRootWarmup, WarmupLinearDecay
 
 
 def test_warmup_then_linear_decay_to_zero():
@@ -23,3 +23,44 @@ def test_config_round_trip_and_bad_arguments():
         WarmupLinearDecay(1e-4, total_steps=0)
     with pytest.raises(ValueError, match="`peak` must be a positive"):
         WarmupLinearDecay(0.0, total_steps=5)
+
+
+def rates(schedule, steps):
+    return [float(keras.ops.convert_to_numpy(schedule(step))) for step in steps]
+
+
+def test_inverse_square_root_is_the_papers_formula():
+    d_model, warmup = 512, 4000
+    schedule = InverseSquareRootWarmup.from_model_width(d_model, warmup)
+    updates = np.array([1, 100, 2000, 3999, 4000, 4001, 16000, 100000])
+    paper = d_model**-0.5 * np.minimum(updates**-0.5, updates * warmup**-1.5)  # Vaswani et al. 2017, eq. (3)
+    np.testing.assert_allclose(rates(schedule, updates - 1), paper, rtol=1e-5)  # Keras' step n - 1 is update n
+    every_step = keras.ops.convert_to_numpy(schedule(np.arange(20000)))
+    assert every_step.argmax() == warmup - 1 and every_step.max() == pytest.approx(schedule.peak, rel=1e-5)
+    assert schedule.peak == pytest.approx(7.0e-4, rel=0.01)
+
+
+def test_inverse_square_root_halves_at_four_times_the_warmup_and_never_reaches_zero():
+    schedule = InverseSquareRootWarmup(2e-3, warmup_steps=10)
+    np.testing.assert_allclose(rates(schedule, [0, 4, 9, 39, 159]), [2e-4, 1e-3, 2e-3, 1e-3, 5e-4], rtol=1e-6)
+    assert rates(schedule, [10**7])[0] > 0
+
+
+def test_inverse_square_root_config_round_trip_and_bad_arguments():
+    schedule = InverseSquareRootWarmup(5e-4, warmup_steps=300)
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
+    assert isinstance(restored, InverseSquareRootWarmup) and restored.get_config() == schedule.get_config()
+    with pytest.raises(ValueError, match="`warmup_steps` must be a positive int. Received: warmup_steps=0"):
+        InverseSquareRootWarmup(1e-3, warmup_steps=0)
+    with pytest.raises(ValueError, match="`peak` must be a positive learning rate. Received: peak='1e-3'"):
+        InverseSquareRootWarmup("1e-3", warmup_steps=10)
+
+
+@pytest.mark.jit
+def test_inverse_square_root_drives_a_compiled_optimizer():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    optimizer = keras.optimizers.SGD(InverseSquareRootWarmup(0.1, warmup_steps=2))
+    model.compile(optimizer=optimizer, loss="mse", jit_compile=True)
+    model.fit(np.ones((8, 3), "float32"), np.zeros((8, 1), "float32"), batch_size=2, epochs=1, verbose=0)
+    assert int(keras.ops.convert_to_numpy(optimizer.iterations)) == 4
+    np.testing.assert_allclose(float(keras.ops.convert_to_numpy(optimizer.learning_rate)), 0.1 * (2 / 5) ** 0.5, rtol=1e-6)
