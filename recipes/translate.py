@@ -53,6 +53,10 @@ def parse_args(argv):
     data.add_argument("--tfds-dir", default=None, help="a tensorflow-datasets folder already holding --tfds")
     data.add_argument("--train-samples", type=flags.positive_int, default=None, help="use only this many pairs")
     data.add_argument("--test-samples", type=flags.positive_int, default=None, help="translate only this many")
+    data.add_argument("--tokens-per-batch", type=flags.positive_int, default=None,
+                      help="count training batches in tokens (the 2017 paper's way): pairs of similar length "
+                           "batched together, this many padded tokens of the longer side at most, --batch-size "
+                           "pairs at most (default: batches of --batch-size pairs)")
     text = parser.add_argument_group("tokenizer")
     text.add_argument("--vocab-size", type=flags.positive_int, default=8000, help="subword vocabulary size")
     text.add_argument("--tokenizer", choices=TOKENIZERS, default="unigram", help="SentencePiece model type")
@@ -93,6 +97,9 @@ def parse_args(argv):
         parser.error("give only one of --data-dir, --train-src/--train-tgt and --tfds")
     if bool(args.train_src) != bool(args.train_tgt):
         parser.error("--train-src and --train-tgt go together")
+    if args.tokens_per_batch and args.distribute != "none":
+        parser.error("--tokens-per-batch makes batches of different sizes, which a --distribute strategy cannot "
+                     "split evenly over its replicas: leave one of them out")
     if args.max_length < 4:
         parser.error(f"argument --max-length: must be at least 4 (start, a token, end), got {args.max_length}")
     if args.quick:  # a smoke test: tiny model, a few hundred pairs, 2 epochs
@@ -135,6 +142,14 @@ def load_corpus(args):
             pairs[split] = (source, target) if source else None
         return translation.load_files(pairs)
     raise DataUnavailable("Translation: no data given. " + translation.HOW_TO_PROVIDE)
+
+
+def training_batches(args, source, target):
+    """The shuffled training pipeline (batches of `--batch-size` pairs, or of `--tokens-per-batch` tokens) and
+    its number of batches per epoch, which the learning-rate schedule needs before training starts."""
+    dataset = translation.make_dataset(source, target, args.batch_size, shuffle=True, seed=args.seed,
+                                       tokens_per_batch=args.tokens_per_batch)
+    return dataset, translation.batch_count(source, target, args.batch_size, args.tokens_per_batch)
 
 
 def learning_rate_schedule(args, steps):
@@ -192,7 +207,8 @@ def main(argv=None, extra_callbacks=()):
 
     # Model: tied output embedding (the paper's §3.4); AdamW with the paper's betas (0.9, 0.98), warm-up then
     # cosine decay (or the paper's inverse square root, §5.3); label smoothing 0.1 (§5.4).
-    steps = args.epochs * common.steps_per_epoch(len(x_train), args.batch_size)
+    batches, batches_per_epoch = training_batches(args, x_train, y_train)
+    steps = args.epochs * batches_per_epoch
     with common.strategy_scope(strategy):
         model = Seq2SeqTransformer.from_preset(
             args.preset, source_vocab_size=source_tokenizer.vocab_size, target_vocab_size=target_tokenizer.vocab_size,
@@ -223,8 +239,7 @@ def main(argv=None, extra_callbacks=()):
     # The BLEU first: Keras hands one logs dict down the list, so the checkpoint, backup and CSV row see it too.
     callbacks = choosing[:1] + common.standard_callbacks(
         output_dir, choosing[1:] + (pictures if args.attention_maps else []) + list(extra_callbacks))
-    data = common.fit_data(strategy, translation.make_dataset(x_train, y_train, args.batch_size, shuffle=True,
-                                                              seed=args.seed),
+    data = common.fit_data(strategy, batches,
                            validation_data=translation.make_dataset(x_valid, y_valid, args.batch_size))
     model.fit(**data, epochs=args.epochs, callbacks=callbacks, verbose=common.fit_verbosity())
     choice = choose_weights(validation_bleu, last, best)

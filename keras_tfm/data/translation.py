@@ -156,13 +156,33 @@ def keep_fitting(source_ids, target_ids, max_length):
     return source, target, len(source_ids) - len(keep)
 
 
-def make_dataset(source, target, batch_size, shuffle=False, seed=0, multiple=8):
+def make_dataset(source, target, batch_size, shuffle=False, seed=0, multiple=8, tokens_per_batch=None):
     """A `tf.data` pipeline of `((source, target_in), target_out)` batches for teacher forcing.
 
     `target` rows are `start, tokens..., end, 0...`; the model reads `target[:, :-1]` and learns to predict
     `target[:, 1:]`. Each batch is cut to its longest row rounded up to a multiple of `multiple`, so short
     sentences do not pay for the longest one in the corpus, while a compiled (`jit_compile`) training step
     sees only a few distinct shapes.
+
+    With `tokens_per_batch`, batches are counted in tokens, as the 2017 paper's were (§5.1: "approximately 25000
+    source tokens and 25000 target tokens" per batch): pairs are grouped by length, the longer of the source
+    and the target the model reads, rounded up to a multiple of `multiple`, and a group of length L is batched
+    `tokens_per_batch // L` pairs at a time (at most `batch_size`). Short sentences then come in large batches
+    and long ones in small batches, each holding about the same number of tokens, and hardly any padding.
+    `batch_count` gives the number of batches an epoch has.
+
+    Args:
+        source: `(pairs, source_length)` int token ids, 0 = padding (`keep_fitting`'s output).
+        target: `(pairs, target_length)` int token ids starting with the start id.
+        batch_size: pairs per batch; with `tokens_per_batch`, the most pairs in one batch.
+        shuffle: shuffle the pairs anew each epoch.
+        seed: the shuffle's seed.
+        multiple: batch widths are rounded up to a multiple of this.
+        tokens_per_batch: None for batches of `batch_size` pairs; else the most padded tokens of the longer
+            side in one batch.
+
+    Returns:
+        A `tf.data.Dataset` of `((source, target_in), target_out)`.
     """
     import tensorflow as tf
 
@@ -182,4 +202,51 @@ def make_dataset(source, target, batch_size, shuffle=False, seed=0, multiple=8):
     dataset = tf.data.Dataset.from_tensor_slices((source, target))
     if shuffle:
         dataset = dataset.shuffle(len(source), seed=seed, reshuffle_each_iteration=True)
-    return dataset.batch(batch_size).map(cut_to_longest, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    if tokens_per_batch is None:
+        dataset = dataset.batch(batch_size)
+    else:
+        sizes = _bucket_batch_sizes(source, target, batch_size, tokens_per_batch, multiple)
+
+        def pair_length(source, target):
+            return tf.maximum(tf.reduce_sum(tf.cast(source > 0, "int32")),
+                              tf.reduce_sum(tf.cast(target > 0, "int32")) - 1)
+
+        # Bucket b holds the lengths in (b * multiple, (b + 1) * multiple]; the last bucket every longer one.
+        boundaries = [b * multiple + 1 for b in range(1, len(sizes))]
+        dataset = dataset.bucket_by_sequence_length(pair_length, boundaries, sizes, no_padding=True)
+    return dataset.map(cut_to_longest, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def _pair_buckets(source, target, multiple):
+    """Each pair's length bucket: b for a longer side (source, or the target the model reads) of length in
+    (b * multiple, (b + 1) * multiple]."""
+    lengths = np.maximum((np.asarray(source) > 0).sum(axis=1), (np.asarray(target) > 0).sum(axis=1) - 1)
+    return np.maximum(lengths - 1, 0) // multiple
+
+
+def _bucket_batch_sizes(source, target, batch_size, tokens_per_batch, multiple):
+    """Pairs per batch in each length bucket: as many as fit in `tokens_per_batch`, from 1 to `batch_size`."""
+    for name, value in (("batch_size", batch_size), ("tokens_per_batch", tokens_per_batch), ("multiple", multiple)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+    longest = max(np.asarray(source).shape[1], np.asarray(target).shape[1] - 1)
+    buckets = -(-longest // multiple)
+    return [max(1, min(batch_size, tokens_per_batch // ((b + 1) * multiple))) for b in range(buckets)]
+
+
+def batch_count(source, target, batch_size, tokens_per_batch=None, multiple=8):
+    """The number of batches in one epoch of `make_dataset` with these arguments (a learning-rate schedule needs
+    it before training; with `tokens_per_batch` it depends on the lengths).
+
+    Example:
+
+    >>> source = np.array([[5, 0, 0, 0]] * 10 + [[5, 6, 7, 8]] * 3)
+    >>> target = np.array([[1, 5, 2, 0, 0]] * 10 + [[1, 5, 6, 7, 2]] * 3)  # the model reads 2 and 4 tokens
+    >>> batch_count(source, target, batch_size=100, tokens_per_batch=8, multiple=2)  # 10 pairs 4 at a time, 3 by 2
+    5
+    """
+    if tokens_per_batch is None:
+        return -(-len(source) // batch_size)
+    sizes = _bucket_batch_sizes(source, target, batch_size, tokens_per_batch, multiple)
+    pairs = np.bincount(_pair_buckets(source, target, multiple), minlength=len(sizes))
+    return int(sum(-(-count // size) for count, size in zip(pairs, sizes)))

@@ -1,8 +1,10 @@
 """keras_tfm.data.translation: line-aligned files, the Multi30k layout, tensorflow-datasets (mocked, and without
 a network), and the batches for teacher forcing."""
 
+import collections
 import os
 
+import numpy as np
 import pytest
 
 from keras_tfm.data import translation
@@ -43,6 +45,53 @@ def test_keep_fitting_and_batches_cut_to_the_longest_row():
     assert x.shape == (2, 2) and y_in.shape == (2, 3) and y_out.numpy().tolist() == [[8, 3, 0], [9, 9, 3]]
     (x, y_in), y_out = next(iter(translation.make_dataset(source, target, batch_size=2, multiple=2)))
     assert x.shape == (2, 2) and y_in.shape == (2, 4) and y_out.numpy().tolist() == [[8, 3, 0, 0], [9, 9, 3, 0]]
+
+
+def random_pairs(count, longest, seed=0):
+    """`keep_fitting`-style arrays: sources of 1..longest tokens, targets (start ... end) of 1..longest read
+    (longest <= 30)."""
+    rng = np.random.default_rng(seed)
+    source = [list(rng.integers(4, 50, rng.integers(1, longest + 1))) for _ in range(count)]
+    target = [[1, *rng.integers(4, 50, rng.integers(0, longest)), 2] for _ in range(count)]
+    source, target, dropped = translation.keep_fitting(source, target, 32)  # rows 32 wide: a multiple of 4
+    assert dropped == 0
+    return source, target
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_token_batches_hold_every_pair_once_within_the_token_and_sentence_limits(shuffle):
+    source, target = random_pairs(300, 30)
+    tokens, most = 64, 12
+    batches = list(translation.make_dataset(source, target, most, shuffle=shuffle, tokens_per_batch=tokens, multiple=4))
+    assert len(batches) == translation.batch_count(source, target, most, tokens_per_batch=tokens, multiple=4)
+    seen, partial = [], collections.Counter()
+    for (x, y_in), y_out in batches:
+        x, y_in, y_out = x.numpy(), y_in.numpy(), y_out.numpy()
+        assert len(x) <= most and len(x) * max(x.shape[1], y_in.shape[1]) <= tokens
+        assert x.shape[1] % 4 == 0 and y_in.shape[1] in (4, 8, 12, 16, 20, 24, 28, 31)  # 31: all the target reads
+        lengths = np.maximum((x > 0).sum(1), (y_in > 0).sum(1))
+        bucket = (lengths.max() - 1) // 4
+        assert ((lengths - 1) // 4 == bucket).all()  # one length bucket per batch
+        size = min(most, tokens // ((bucket + 1) * 4))  # pairs of length up to 8 come 8 at a time, up to 32 two
+        assert len(x) <= size
+        partial[bucket] += len(x) < size
+        seen += [(tuple(a[a > 0]), tuple(b[b > 0])) for a, b in zip(x, y_out)]
+    assert max(partial.values()) <= 1  # each bucket's last batch may be short, no other
+    expected = [(tuple(a[a > 0]), tuple(b[1:][b[1:] > 0])) for a, b in zip(source, target)]
+    assert sorted(seen) == sorted(expected)
+
+
+def test_token_batches_are_reproducible_with_a_seed_and_bad_limits_are_named():
+    source, target = random_pairs(100, 20, seed=1)
+
+    def first_rows(seed):
+        return [x.numpy()[0].tolist() for (x, _), _ in translation.make_dataset(
+            source, target, 16, shuffle=True, seed=seed, tokens_per_batch=48)]
+
+    assert first_rows(3) == first_rows(3) != first_rows(4)
+    assert translation.batch_count(source, target, 16) == 7  # without tokens_per_batch: ceil(100 / 16)
+    with pytest.raises(ValueError, match="`tokens_per_batch` must be a positive int. Received: tokens_per_batch=0"):
+        translation.make_dataset(source, target, 16, tokens_per_batch=0)
 
 
 @pytest.mark.tensorflow_only

@@ -2,6 +2,7 @@ import json
 import os
 
 import keras
+import numpy as np
 import pytest
 
 from keras_tfm.data import translation
@@ -52,6 +53,22 @@ def test_schedule_flag_picks_the_learning_rate_schedule():
     assert isinstance(schedule, InverseSquareRootWarmup) and schedule.get_config() == {"peak": 2e-3, "warmup_steps": 40}
     optimizer = common.adamw(args, 1000, schedule=schedule)
     assert float(keras.ops.convert_to_numpy(optimizer.learning_rate)) == pytest.approx(2e-3 / 40)  # update 1 of 40
+
+
+@pytest.mark.parametrize("flags", [[], ["--tokens-per-batch", "96"]])
+def test_the_schedule_is_planned_for_the_batches_an_epoch_has(flags):
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(2, 30, 200)
+    source = np.array([[5] * n + [0] * (32 - n) for n in lengths])
+    target = np.array([[1] + [6] * (n - 1) + [2] + [0] * (32 - n - 1) for n in lengths[::-1]])
+    args = translate.parse_args(["--batch-size", "16", *flags])
+    dataset, per_epoch = translate.training_batches(args, source, target)
+    sizes = [len(x) for (x, _), _ in dataset]
+    assert per_epoch == len(sizes) and sum(sizes) == 200
+    if flags:  # batches counted in tokens: of 3 to 12 pairs (96 tokens of the longer side), and more of them
+        assert max(sizes) == 12 and min(sizes) <= 3 and per_epoch > 13
+    else:
+        assert sizes == [16] * 12 + [8]
 
 
 @pytest.mark.slow
@@ -126,6 +143,7 @@ def test_missing_data_gives_the_offline_message(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flags", [["--epochs", "0"], ["--preset", "huge"], ["--tokenizer", "wordpiece"],
+                                   ["--tokens-per-batch", "500", "--distribute", "mirrored"],
                                    ["--max-length", "2"], ["--train-src", "a.txt"],
                                    ["--data-dir", "x", "--tfds", "ted_hrlr_translate/pt_to_en"]])
 def test_bad_flags_are_usage_errors(flags, capsys):
