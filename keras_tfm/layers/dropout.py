@@ -1,13 +1,14 @@
 """Dropout (Srivastava et al., 2014) whose random mask is cheap to draw on PyTorch.
 
 Every keras_tfm layer that drops activations uses this layer. It is `keras.layers.Dropout`, with the same
-arguments, config and state, except for how the mask is drawn on the PyTorch backend. There, Keras draws a seeded
-mask with one `torch.bernoulli` call per element, which made dropout 28% of a bf16 training step of a BERT-sized
-classifier on a CPU (`torch.profiler`, [results](../../docs/results.md#the-fast-path-backends-precisions-compilers)).
+arguments, config and state, except for how the mask is drawn by PyTorch on a CPU. There, Keras draws one random
+number per element (`torch.bernoulli` from a tensor of keep probabilities for a seeded layer,
+`torch.nn.functional.dropout` for an unseeded one), which made dropout 28% of a bf16 training step of a BERT-sized
+classifier (`torch.profiler`, [results](../../docs/results.md#the-fast-path-backends-precisions-compilers)).
 Here one 64-bit random word gives the draws of four elements, 16 bits each, so the mask costs a quarter of the
 random numbers and one comparison. The rate is then a multiple of 1 / 65536 (0.1 drops 6,554 / 65,536 =
 0.100006 of the elements), and the kept elements are scaled by the exact inverse of that keep probability, so the
-expected output still equals the input. The other backends keep Keras' own dropout.
+expected output still equals the input. The other backends, and GPUs, keep Keras' own dropout.
 """
 
 import numbers
@@ -19,13 +20,17 @@ from keras_tfm.layers import _checks
 _RESOLUTION = 2**16  # each element's draw is a 16-bit integer
 
 
-def _torch_dropout(inputs, rate, seed_generator):
-    """`inputs` with elements zeroed with probability `rate` (rounded to a multiple of 1/65536) and the rest scaled."""
+def _torch_dropout(inputs, rate, seed_generator=None):
+    """`inputs` with elements zeroed with probability `rate` (rounded to a multiple of 1/65536) and the rest
+    scaled. The draws come from `seed_generator`'s next seed, or, without one, from PyTorch's global generator (as
+    Keras' unseeded dropout does: `keras.utils.set_random_seed` seeds it)."""
     import torch
 
-    seed = seed_generator.next()  # Keras' seed state advances as its own dropout would advance it
-    generator = torch.Generator(device=inputs.device)
-    generator.manual_seed(int(seed.to(torch.int64).sum()) & 0xFFFFFFFF)
+    generator = None
+    if seed_generator is not None:
+        seed = seed_generator.next()  # Keras' seed state advances as its own dropout would advance it
+        generator = torch.Generator(device=inputs.device)
+        generator.manual_seed(int(seed.to(torch.int64).sum()) & 0xFFFFFFFF)
     count = inputs.numel()
     words = torch.empty((count + 3) // 4, dtype=torch.int64, device=inputs.device)
     words.random_(-(2**63), None, generator=generator)  # all 64 bits uniform: four independent int16 draws
@@ -40,10 +45,12 @@ class Dropout(keras.layers.Dropout):
     """Zeroes a random fraction `rate` of the elements during training and scales the rest by `1 / (1 - rate)`.
 
     The same layer as `keras.layers.Dropout` (the arguments, the config, the seed state, the identity at
-    inference), with a cheaper mask on the PyTorch backend: one 16-bit draw per element, four per 64-bit random
-    word, instead of one `torch.bernoulli` draw each. There the rate is rounded to a multiple of 1 / 65536 and the
+    inference), with a cheaper mask on the PyTorch backend's CPU: one 16-bit draw per element, four per 64-bit
+    random word, instead of one random number each. There the rate is rounded to a multiple of 1 / 65536 and the
     kept elements are scaled by the inverse of the rounded keep probability, so the output's expected value is the
-    input. On TensorFlow and JAX, and with a `noise_shape`, it is Keras' dropout.
+    input. As in Keras, a `seed` gives the layer its own reproducible draws, and without one the draws come from
+    the global generator that `keras.utils.set_random_seed` seeds. On TensorFlow, JAX and GPUs, and with a
+    `noise_shape`, it is Keras' dropout.
 
     Args:
         rate: fraction of the elements to drop, in [0, 1].
@@ -76,7 +83,9 @@ class Dropout(keras.layers.Dropout):
             and 0 < self.rate < 1
             and self.noise_shape is None
             and keras.backend.backend() == "torch"
-            and inputs.device.type != "meta"  # symbolic shapes: Keras' path, which draws nothing there
+            # On a CPU the random numbers are the cost. A GPU draws them fast in Keras' path, and a seed would
+            # have to be read back to the host at every call; symbolic ("meta") tensors draw nothing.
+            and inputs.device.type == "cpu"
         ):
-            return _torch_dropout(inputs, self.rate, self.seed_generator)
+            return _torch_dropout(inputs, self.rate, None if self.seed is None else self.seed_generator)
         return super().call(inputs, training=training)

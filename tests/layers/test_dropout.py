@@ -31,11 +31,12 @@ def test_drops_the_rate_and_keeps_the_expected_value():
     assert abs(y.mean() - 1.0) < 0.005
 
 
-def test_every_element_position_is_dropped_at_the_rate():
+@pytest.mark.parametrize("seed", [2, None])
+def test_every_element_position_is_dropped_at_the_rate(seed):
     # On PyTorch one 64-bit word gives the draws of four neighbouring elements: each of the four must be uniform
     # (a word whose top bit is never set would leave every fourth element undropped).
     x = np.ones((4096, 64), "float32")
-    y = to_numpy(tfm.Dropout(RATE, seed=2)(x, training=True)).reshape(-1, 4)
+    y = to_numpy(tfm.Dropout(RATE, seed=seed)(x, training=True)).reshape(-1, 4)
     per_lane = np.mean(y == 0, axis=0)
     np.testing.assert_allclose(per_lane, RATE, atol=0.006)
     # and neighbours are independent: both of a pair dropped at rate², not more
@@ -56,6 +57,16 @@ def test_a_seed_repeats_its_masks_and_successive_calls_differ():
     a, b = to_numpy(first(x, training=True)), to_numpy(first(x, training=True))
     np.testing.assert_array_equal(to_numpy(second(x, training=True)), a)
     np.testing.assert_array_equal(to_numpy(second(x, training=True)), b)
+    assert not np.array_equal(a, b)
+
+
+def test_without_a_seed_the_global_seed_repeats_the_masks():
+    x = np.ones((8, 256), "float32")
+    keras.utils.set_random_seed(11)
+    layer = tfm.Dropout(0.3)
+    a, b = to_numpy(layer(x, training=True)), to_numpy(layer(x, training=True))
+    keras.utils.set_random_seed(11)
+    np.testing.assert_array_equal(to_numpy(tfm.Dropout(0.3)(x, training=True)), a)
     assert not np.array_equal(a, b)
 
 
