@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import shutil
 
 import keras
@@ -183,7 +184,8 @@ def test_quick_fine_tune_of_a_pretrained_checkpoint(tmp_path, capsys):
     summary = imdb_classifier.main(["--quick", "--imdb-dir", str(folder), "--pretrained", checkpoint,
                                     "--output-dir", str(output_dir), "--sequence-length", "32"])
     printed = capsys.readouterr().out
-    assert "tensorflow backend, float32" in printed or "mixed_bfloat16" in printed  # the measured choice, said
+    # The measured choice, said: mixed_bfloat16 where bf16 products are faster (AMX), float32 elsewhere.
+    assert re.search(r"^(float32|mixed_bfloat16), jit_compile='auto': ", printed, re.MULTILINE)
     assert "32 word pieces (head_tail)" in printed
     for name in ("model.keras", "summary.json", "curves.png", "classifier/model.keras", "classifier/classifier.json",
                  "classifier/tokenizer/tokenizer.json", "attention/attention.html"):
