@@ -6,9 +6,9 @@ import inspect
 import keras
 
 from keras_tfm.layers import _checks
-from keras_tfm.layers.dropout import Dropout
 from keras_tfm.layers.attention import MultiHeadAttention
 from keras_tfm.layers.drop_path import DropPath
+from keras_tfm.layers.dropout import Dropout
 from keras_tfm.layers.feed_forward import FeedForward, get_activation, serialize_activation
 
 

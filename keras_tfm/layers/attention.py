@@ -20,8 +20,8 @@ import keras
 from keras import ops
 
 from keras_tfm.layers import _checks
-from keras_tfm.layers.dropout import Dropout
 from keras_tfm.layers._utils import clone_initializer
+from keras_tfm.layers.dropout import Dropout
 from keras_tfm.layers.masking import causal_mask, same_position
 
 # Logits of blocked keys are replaced by this (in float32) before the softmax. It is finite, so a query

@@ -9,8 +9,8 @@ import keras
 from keras import ops
 
 from keras_tfm.layers import _checks
-from keras_tfm.layers.dropout import Dropout
 from keras_tfm.layers._utils import clone_initializer
+from keras_tfm.layers.dropout import Dropout
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")

@@ -21,8 +21,8 @@ import keras
 from keras import ops
 
 from keras_tfm.layers import _checks
-from keras_tfm.layers.dropout import Dropout
 from keras_tfm.layers.conv_tokenizer import ConvTokenizer
+from keras_tfm.layers.dropout import Dropout
 from keras_tfm.layers.position_encoding import sincos_2d_position_encoding
 from keras_tfm.layers.shifted_patch_tokenization import ShiftedPatchTokenization
 
