@@ -4,9 +4,10 @@ The 2017 paper's own task, at laptop size. Subword vocabularies are learned on t
 SentencePiece (`keras_tfm.text.SubwordTokenizer`, one vocabulary shared by both languages unless
 `--separate-vocab`); a `Seq2SeqTransformer` learns with teacher forcing, label smoothing and a warm-up + cosine
 learning rate (or the paper's inverse square root, `--schedule inverse_sqrt`), in batches of `--batch-size` pairs
-(or of `--tokens-per-batch` tokens, pairs of similar length together, as the paper batched). The model is chosen on the validation set, never the test set: greedy validation BLEU after each
-epoch (`val_bleu` in history.csv), the weights of the last `--average-last` epochs averaged (the 2017 paper's
-§6.1) and kept unless the best single epoch scores higher (`--patience` stops early on it). The test set is
+(or of `--tokens-per-batch` tokens, pairs of similar length together, as the paper batched). The model is chosen
+on the validation set, never the test set: greedy validation BLEU after each epoch (`val_bleu` in history.csv),
+the weights of the last `--average-last` epochs averaged (the 2017 paper's §6.1) and kept unless the best single
+epoch scores higher (`--patience` stops early on it). The test set is
 translated with greedy and beam search and scored with corpus BLEU the sacreBLEU way (detokenized output against
 the raw references).
 
