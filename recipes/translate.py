@@ -7,9 +7,8 @@ learning rate (or the paper's inverse square root, `--schedule inverse_sqrt`), i
 (or of `--tokens-per-batch` tokens, pairs of similar length together, as the paper batched). The model is chosen
 on the validation set, never the test set: greedy validation BLEU after each epoch (`val_bleu` in history.csv),
 the weights of the last `--average-last` epochs averaged (the 2017 paper's §6.1) and kept unless the best single
-epoch scores higher (`--patience` stops early on it). The test set is
-translated with greedy and beam search and scored with corpus BLEU the sacreBLEU way (detokenized output against
-the raw references).
+epoch scores higher (`--patience` stops early on it). The test set is translated with greedy and beam search and
+scored with corpus BLEU the sacreBLEU way (detokenized output against the raw references).
 
 Data, one of:
   * `--data-dir FOLDER` laid out like Multi30k (train.en.gz, val.en.gz, test_2016_flickr.en.gz and the .de
