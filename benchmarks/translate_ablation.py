@@ -55,6 +55,8 @@ def parse_args(argv=None):
     parser.add_argument("--length-penalties", type=float, nargs="+", default=[0.6, 1.0, 1.4],
                         help="decoding rows: length penalties (beam sizes above 1)")
     args = parser.parse_args(own)
+    # The runs start in the repository (python -m recipes.translate): folders given relative to here stay right.
+    args.data_dir, args.output_dir = os.path.abspath(args.data_dir), os.path.abspath(args.output_dir)
     if "decoding" in args.rows and "baseline" not in args.rows and not finished(row_dir(args, "baseline")):
         parser.error("the decoding rows translate with the baseline's translator: add baseline to --rows")
     for name in ("beams", "length_penalties"):

@@ -13,11 +13,15 @@ def _ablation():
     return load_script("benchmarks/translate_ablation.py")
 
 
-def test_every_row_parses_with_the_forwarded_flags_and_a_typo_fails_before_any_training(tmp_path, capsys):
+def test_every_row_parses_with_the_forwarded_flags_and_a_typo_fails_before_any_training(tmp_path, capsys,
+                                                                                       monkeypatch):
     ablation = _ablation()
-    args = ablation.parse_args(["--data-dir", "d", "--output-dir", str(tmp_path), "--rows", "baseline", "bpe", "--",
+    monkeypatch.chdir(tmp_path)
+    args = ablation.parse_args(["--data-dir", "multi30k", "--output-dir", "runs", "--rows", "baseline", "bpe", "--",
                                 "--mixed-precision", "bfloat16", "--epochs", "12"])
     assert args.rows == ["baseline", "bpe"] and args.forwarded == ["--mixed-precision", "bfloat16", "--epochs", "12"]
+    # The runs start in the repository's folder: the folders given relative to this one are made absolute.
+    assert (args.data_dir, args.output_dir) == (str(tmp_path / "multi30k"), str(tmp_path / "runs"))
     with pytest.raises(SystemExit) as typo:
         ablation.parse_args(["--data-dir", "d", "--output-dir", str(tmp_path), "--", "--dropuot", "0.3"])
     assert typo.value.code == 2 and "--dropuot" in capsys.readouterr().err
