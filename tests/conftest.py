@@ -44,6 +44,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:  # `-m "not browser"` leaves out the tests that drive a real browser
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
+    # The end-to-end runs first (stable order otherwise): pytest-xdist hands tests out in this order, and a run of
+    # minutes handed out last keeps one core busy while the others have finished.
+    items.sort(key=lambda item: "slow" not in item.keywords)
     if keras.backend.backend() == "tensorflow":
         return
     skip = pytest.mark.skip(reason=f"needs the TensorFlow backend, running on {keras.backend.backend()}")
