@@ -11,7 +11,7 @@ resumes from its last epoch.
     python benchmarks/translate_ablation.py --data-dir multi30k --output-dir runs/ablation \\
         --rows baseline dropout_0.3 inverse_sqrt -- --mixed-precision bfloat16 --epochs 12
 
-Flags after `--` go to every training run. Writes `ablation.md` (the table for the README) and `ablation.json`.
+Flags after `--` go to every training run. Writes `ablation.md` (the table for docs/results.md) and `ablation.json`.
 """
 
 import argparse
