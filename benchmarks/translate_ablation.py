@@ -25,6 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
+from recipes import flags  # noqa: E402  (argparse only: --help answers before TensorFlow loads)
+
 # Each training row: what it changes from the baseline (the recipe's defaults), as translate flags. The issue's
 # list: vocabulary type and size, dropout, schedule, batches in tokens, checkpoint averaging, label smoothing.
 TRAINING_ROWS = {
@@ -51,19 +53,15 @@ def parse_args(argv=None):
     parser.add_argument("--output-dir", required=True, help="one run folder per row is made in it")
     parser.add_argument("--rows", nargs="+", default=[*TRAINING_ROWS, *DECODING_ROWS],
                         choices=[*TRAINING_ROWS, *DECODING_ROWS], help="the rows to run (default: all)")
-    parser.add_argument("--beams", type=int, nargs="+", default=[1, 4, 5, 8], help="decoding rows: beam sizes")
-    parser.add_argument("--length-penalties", type=float, nargs="+", default=[0.6, 1.0, 1.4],
+    parser.add_argument("--beams", type=flags.positive_int, nargs="+", default=[1, 4, 5, 8],
+                        help="decoding rows: beam sizes")
+    parser.add_argument("--length-penalties", type=flags.non_negative_float, nargs="+", default=[0.6, 1.0, 1.4],
                         help="decoding rows: length penalties (beam sizes above 1)")
     args = parser.parse_args(own)
     # The runs start in the repository (python -m recipes.translate): folders given relative to here stay right.
     args.data_dir, args.output_dir = os.path.abspath(args.data_dir), os.path.abspath(args.output_dir)
     if "decoding" in args.rows and "baseline" not in args.rows and not finished(row_dir(args, "baseline")):
         parser.error("the decoding rows translate with the baseline's translator: add baseline to --rows")
-    for name in ("beams", "length_penalties"):
-        bad = [v for v in getattr(args, name) if v < (1 if name == "beams" else 0)]
-        if bad:
-            parser.error(f"--{name.replace('_', '-')} must be {'positive' if name == 'beams' else 'non-negative'}, "
-                         f"got {bad}")
     args.forwarded = forwarded
     check_forwarded(forwarded)
     return args
@@ -158,8 +156,8 @@ def main(argv=None, run=run_row):
 
         translator = Translator.load(os.path.join(row_dir(args, "baseline"), "translator"))
         with open(os.path.join(row_dir(args, "baseline"), "summary.json")) as file:
-            flags = json.load(file)["flags"]
-        files = translation.multi30k_files(args.data_dir, flags["source_lang"], flags["target_lang"])
+            baseline_flags = json.load(file)["flags"]
+        files = translation.multi30k_files(args.data_dir, baseline_flags["source_lang"], baseline_flags["target_lang"])
         source, target = translation.fill_missing_splits(translation.load_files(files))["validation"]
         rows += decoding_rows(translator, source, target, args.beams, args.length_penalties)
     table = markdown(rows)

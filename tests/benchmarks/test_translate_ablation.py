@@ -29,6 +29,10 @@ def test_every_row_parses_with_the_forwarded_flags_and_a_typo_fails_before_any_t
         ablation.parse_args(["--data-dir", "d", "--output-dir", str(tmp_path), "--rows", "decoding"])
     with pytest.raises(SystemExit):
         ablation.parse_args(["--data-dir", "d", "--output-dir", str(tmp_path), "--beams", "0"])
+    assert "--beams: must be a positive integer, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        ablation.parse_args(["--data-dir", "d", "--output-dir", str(tmp_path), "--length-penalties", "-1"])
+    assert "--length-penalties: must be >= 0, got -1" in capsys.readouterr().err
 
 
 def _summary(val_bleu_average, best_epoch_bleu, epochs=12):
