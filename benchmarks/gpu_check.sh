@@ -5,6 +5,7 @@
 #
 #   bash benchmarks/gpu_check.sh             # on a GPU machine, from the repository root
 #   bash benchmarks/gpu_check.sh --dry-run   # anywhere, in about a minute
+#   GPU_CHECK_BACKENDS=jax bash benchmarks/gpu_check.sh --dry-run   # one backend (or several, space-separated)
 #
 # Per backend (TensorFlow, JAX, PyTorch), in a process each: the devices seen, fit of ViT "small" and a
 # TextClassifier "small" under float32 / mixed_float16 / mixed_bfloat16 with jit on and off (samples/s), which
@@ -18,7 +19,7 @@ status=0
 {
     echo "# gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ) $*"
     command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-    for backend in tensorflow jax torch; do
+    for backend in ${GPU_CHECK_BACKENDS:-tensorflow jax torch}; do
         if ! "$PYTHON" -c "import $backend" 2>/dev/null; then
             echo "## $backend: not installed, skipped"
             continue

@@ -45,7 +45,17 @@ def _fresh_keras_state():
     keras.backend.clear_session(free_memory=False)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--run-large", action="store_true",
+                     help="also run the tests marked `large` (benchmarks end to end, every experiment variant)")
+
+
 def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--run-large"):
+        skip_large = pytest.mark.skip(reason="large: run with --run-large (docs/developing.md)")
+        for item in items:
+            if "large" in item.keywords:
+                item.add_marker(skip_large)
     for item in items:  # `-m "not browser"` leaves out the tests that drive a real browser
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)

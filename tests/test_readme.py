@@ -137,8 +137,32 @@ def test_every_shell_command_is_run_somewhere():
             assert command in ci or "python -m recipes.reverse_digits" in command, command
         elif command.startswith("bash "):
             assert command == "bash benchmarks/gpu_check.sh --dry-run", f"unchecked command: {command}"
+        elif command.startswith("python -m pytest"):
+            assert command == LARGE_TESTS_COMMAND, f"unchecked command: {command}"
         else:
             assert command.startswith(("python -m recipes.", "python benchmarks/")), f"unchecked command: {command}"
+
+
+LARGE_TESTS_COMMAND = "python -m pytest -n auto --run-large -m large"
+
+
+def test_the_large_tests_command_selects_them_and_only_them():
+    """docs/developing.md's command for the `large` tests: collected (not run; they take minutes), it names every
+    test marked `large` and none that CI runs; without `--run-large` each of them skips, saying how to run it."""
+    def pytest_run(*options):
+        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *options],
+                                cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        return result.stdout
+
+    options = LARGE_TESTS_COMMAND.split()[3:]
+    assert options[:2] == ["-n", "auto"]
+    large = [line for line in pytest_run("--collect-only", *options[2:]).splitlines() if "::" in line]
+    assert len(large) >= 9 and any("test_fast_path.py" in test for test in large)
+    assert any("test_quick_variant_runs_and_writes_its_table[clipping]" in test for test in large)
+    assert not any("[softmax]" in test for test in large)  # a variant CI runs is not in the tier
+    skipped = pytest_run("-m", "large")
+    assert f"{len(large)} skipped" in skipped and "large: run with --run-large" in skipped
 
 
 @pytest.mark.parametrize("recipe, arguments", list(_recipe_commands()), ids=lambda v: str(v))

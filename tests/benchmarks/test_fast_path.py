@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import keras
+import pytest
 
 from tests.helpers import load_script
 
@@ -29,6 +30,8 @@ def test_flop_counts_are_the_matrix_products_of_the_blocks():
     assert fast_path.seq2seq_flops(3, 2, 4, 8, 1, 1, 10) == encoder + decoder_self + cross + 2 * 2 * 4 * 10
 
 
+@pytest.mark.slow
+@pytest.mark.large  # 132 s on 2 cores (two XLA compiles and the peak products); run before measuring
 def test_one_step_of_one_setup_runs_end_to_end(tmp_path):
     backend = keras.backend.backend()
     output = tmp_path / "fast_path.json"
