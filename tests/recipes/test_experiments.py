@@ -135,23 +135,6 @@ def test_a_block_without_residuals_does_not_carry_its_input_through():
             experiments.EncoderBlockWithNorm(num_heads=2, mlp_dim=32, normalization=bad)
 
 
-def test_concat_then_project_is_a_learned_map_of_each_part_added():
-    """W·[e; p] = W_e·e + W_p·p: projecting the concatenation is projecting the token vector and the position code
-    each with its own half of the kernel, then adding them."""
-    import keras
-
-    layer = experiments.ConcatThenProject(vocab_size=10, dim=4, max_length=8)
-    ids = np.array([[3, 5, 7, 0, 0], [1, 2, 0, 0, 0]])
-    out = keras.ops.convert_to_numpy(layer(ids))
-    both = keras.ops.convert_to_numpy(layer.embedding(ids))  # (2, 5, 8): 4 token channels, then 4 position ones
-    kernel, bias = (keras.ops.convert_to_numpy(w) for w in layer.project.weights)
-    assert out.shape == (2, 5, 4) and both.shape == (2, 5, 8)
-    np.testing.assert_allclose(out, both[..., :4] @ kernel[:4] + both[..., 4:] @ kernel[4:] + bias, atol=1e-5)
-    np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer.compute_mask(ids)), ids != 0)
-    model = experiments.encoder_classifier(experiments.EncoderBlock, depth=1, dim=8, num_heads=2, combine="project")
-    assert keras.ops.convert_to_numpy(model(ids)).shape == (2, 2)
-
-
 def test_bad_experiment_name_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
         experiments.main(["depth"])
@@ -192,3 +175,6 @@ def test_concatenating_then_projecting_is_adding_with_a_learned_map_on_each_part
     kernel, bias = (keras.ops.convert_to_numpy(w) for w in layer.project.weights)
     np.testing.assert_allclose(out, e @ kernel[:8] + p @ kernel[8:] + bias, atol=1e-5)  # W_e·e + W_p·p
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer.compute_mask(ids)), ids > 0)
+    # The combine experiment's classifier with it (CI leaves that experiment's runs to --run-large).
+    model = experiments.encoder_classifier(experiments.EncoderBlock, depth=1, dim=8, num_heads=2, combine="project")
+    assert keras.ops.convert_to_numpy(model(ids)).shape == (2, 2)
