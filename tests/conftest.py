@@ -51,14 +51,13 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-    if not config.getoption("--run-large"):
-        skip_large = pytest.mark.skip(reason="large: run with --run-large (docs/developing.md)")
-        for item in items:
-            if "large" in item.keywords:
-                item.add_marker(skip_large)
-    for item in items:  # `-m "not browser"` leaves out the tests that drive a real browser
-        if "browser" in getattr(item, "fixturenames", ()):
+    run_large = config.getoption("--run-large")
+    skip_large = pytest.mark.skip(reason="large: run with --run-large (docs/developing.md)")
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):  # `-m "not browser"` leaves out the browser tests
             item.add_marker(pytest.mark.browser)
+        if "large" in item.keywords and not run_large:
+            item.add_marker(skip_large)
     # The end-to-end runs first (stable order otherwise): pytest-xdist hands tests out in this order, and a run of
     # minutes handed out last keeps one core busy while the others have finished.
     items.sort(key=lambda item: "slow" not in item.keywords)
