@@ -33,6 +33,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from keras_tfm import hardware  # noqa: E402  (plain Python: loads no backend)
 BACKENDS = ("tensorflow", "jax", "torch")
 PRECISIONS = ("float32", "mixed_bfloat16")
 
@@ -195,10 +198,7 @@ def time_steps(entry, steps):
 
 
 def worker():
-    sys.path.insert(0, ROOT)
-    from keras_tfm.hardware import set_threads
-
-    threads = set_threads()  # before any backend starts its thread pools
+    threads = hardware.set_threads()  # before any backend starts its thread pools
     if os.environ.get("KERAS_BACKEND") != "tensorflow":
         from recipes import common  # noqa: F401  (keeps TensorFlow, which tf.data needs, off the GPUs)
     import keras
@@ -270,7 +270,7 @@ class Worker:
 
 def jit_modes(backend, jit):
     """The `jit_compile` values to run on `backend` for `--jit`; "recipes" = what the recipes take on a CPU
-    (recipes.common.FAST_PATHS_ON_AMX): XLA on TensorFlow, jax.jit on JAX, eager on PyTorch, plus TensorFlow's graph
+    (recipes.common.FAST_PATHS): XLA on TensorFlow, jax.jit on JAX, eager on PyTorch, plus TensorFlow's graph
     without XLA (its default before 2026-12)."""
     if jit == "recipes":
         return {"tensorflow": [False, True], "jax": [True], "torch": [False]}[backend]
@@ -293,8 +293,8 @@ def main(argv=None):
     parser.add_argument("--output", default=None, help="write every measurement as JSON here")
     parser.add_argument("--list", action="store_true", help="print the setups and exit")
     parser.add_argument("--table", nargs="+", metavar="JSON", default=None,
-                        help="print recipes.common.FAST_PATHS_ON_AMX from these --output files (the fastest path "
-                             "per recipe and backend at --cores, default 2) and exit")
+                        help="print the entry of recipes.common.FAST_PATHS for the CPU these --output files were "
+                             "measured on (the fastest path per recipe and backend at --cores, default 2) and exit")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -310,7 +310,8 @@ def main(argv=None):
     if max(args.cores) > available:
         parser.error(f"--cores {max(args.cores)}: this process may use {available} cores")
 
-    results = {"date": time.strftime("%Y-%m-%d"), "cpu": cpu_name(), "configurations": [], "peaks": {}}
+    results = {"date": time.strftime("%Y-%m-%d"), "cpu": cpu_name(), "bf16_units": hardware.bf16_units(),
+               "configurations": [], "peaks": {}}
     for cores in args.cores:
         workers = {backend: Worker(backend, cores) for backend in args.backends}
         for backend, work in workers.items():
@@ -384,10 +385,22 @@ def report(results, only=None):
                   f"{versus} {of_peak:7.1%}", flush=True)
 
 
+def run_units(run):
+    """The bf16 units of the CPU a `--output` file was measured on (files from before 2026-12-03 name only AMX)."""
+    if "bf16_units" in run:
+        return run["bf16_units"]
+    return "amx_bf16" if "(AMX-BF16)" in run.get("cpu", "") else None
+
+
 def fast_paths_table(runs, cores=2):
-    """`recipes.common.FAST_PATHS_ON_AMX` as Python source: for each recipe of SETUPS and each backend, the
-    fastest (dtype policy, jit_compile, examples/s) measured at `cores` cores in `runs` (the JSON that `--output`
-    writes; a later run's measurement of the same configuration replaces an earlier one's)."""
+    """This CPU kind's entry of `recipes.common.FAST_PATHS` as Python source: for each recipe of SETUPS and each
+    backend, the fastest (dtype policy, jit_compile, examples/s) measured at `cores` cores in `runs` (the JSON
+    that `--output` writes; a later run's measurement of the same configuration replaces an earlier one's). The
+    runs must come from CPUs with the same bf16 units (`keras_tfm.hardware.bf16_units`)."""
+    units = {run_units(run) for run in runs}
+    if len(units) != 1 or None in units:
+        raise ValueError(f"`runs` must be measured on CPUs with the same bf16 units (amx_bf16 or avx512_bf16): "
+                         f"got {sorted(map(str, units))}. Without bf16 units no table applies.")
     speeds = {}
     for run in runs:
         for c in run["configurations"]:
@@ -399,7 +412,7 @@ def fast_paths_table(runs, cores=2):
         paths = table.setdefault(SETUPS[setup][0], {})
         if backend not in paths or speed > paths[backend][2]:
             paths[backend] = (precision, jit, float(f"{speed:.3g}"))
-    lines = ["FAST_PATHS_ON_AMX = {"]
+    lines = [f"FAST_PATHS[{units.pop()!r}] = {{"]
     for recipe, paths in table.items():
         lines.append(f"    {recipe!r}: {{{', '.join(f'{b!r}: {p!r}' for b, p in sorted(paths.items()))}}},")
     return "\n".join(lines + ["}"])
@@ -409,8 +422,8 @@ def cpu_name():
     try:
         with open("/proc/cpuinfo") as file:
             names = [line.split(":", 1)[1].strip() for line in file if line.startswith("model name")]
-            flags = next((line for line in open("/proc/cpuinfo") if line.startswith("flags")), "")
-        return f"{names[0] if names else 'unknown'}{' (AMX-BF16)' if 'amx_bf16' in flags else ''}"
+        units = {"amx_bf16": " (AMX-BF16)", "avx512_bf16": " (AVX512-BF16)"}.get(hardware.bf16_units(), "")
+        return f"{names[0] if names else 'unknown'}{units}"
     except OSError:
         return "unknown"
 

@@ -6,9 +6,11 @@ Two facts drive it (measured in `benchmarks/fast_path.py`, numbers in docs/resul
 * Every backend sizes its thread pools to all the machine's cores, not to the ones the process may use
   (`taskset`, a container's CPU set, pytest-xdist workers sharing the cores). With more busy threads than cores,
   the threads wait on each other at every small operation, and a step can be ten times slower.
-* On CPUs with AMX-BF16 matrix units (Intel Xeon since Sapphire Rapids) and on recent GPUs, bfloat16 matrix
-  products run several times faster than float32 ones, on the backends whose kernels use those units; elsewhere
-  bfloat16 is emulated and slower. `choose_precision` measures instead of guessing.
+* On CPUs with AMX-BF16 matrix units (Intel Xeon since Sapphire Rapids), on CPUs with AVX512-BF16 dot-product
+  instructions (AMD EPYC since Zen 4) and on recent GPUs, bfloat16 matrix products run several times faster than
+  float32 ones, on the backends whose kernels use those units (oneDNN's: PyTorch, TensorFlow without XLA);
+  elsewhere bfloat16 is emulated and slower. `bf16_units` says which a CPU has; `choose_precision` measures
+  instead of guessing.
 
 Nothing here imports a backend that is not loaded already, except through Keras for the measurement.
 
@@ -37,13 +39,35 @@ def usable_cores():
     return os.cpu_count() or 1
 
 
-def has_amx_bf16():
-    """True on a CPU with AMX-BF16 matrix units (read from /proc/cpuinfo; False where there is none to read)."""
+def _cpu_flags(cpuinfo="/proc/cpuinfo"):
+    """The CPU's feature flags (the first `flags` line of `cpuinfo`), as a set; empty where there is none."""
     try:
-        with open("/proc/cpuinfo") as file:
-            return any(line.startswith("flags") and " amx_bf16" in line for line in file)
+        with open(cpuinfo) as file:
+            line = next((line for line in file if line.startswith("flags")), "")
     except OSError:
-        return False
+        return set()
+    return set(line.partition(":")[2].split())
+
+
+def has_amx_bf16(cpuinfo="/proc/cpuinfo"):
+    """True on a CPU with AMX-BF16 matrix units (read from /proc/cpuinfo; False where there is none to read)."""
+    return "amx_bf16" in _cpu_flags(cpuinfo)
+
+
+def bf16_units(cpuinfo="/proc/cpuinfo"):
+    """What this CPU multiplies bfloat16 matrices with, fastest first: `"amx_bf16"` (AMX tiles: Intel Xeon since
+    Sapphire Rapids; ~15x float32's speed in PyTorch), `"avx512_bf16"` (bf16 dot-product instructions: AMD EPYC
+    since Zen 4, Intel Cooper Lake; ~3x), or None (no bf16 arithmetic: it is emulated, and slower than float32).
+    Read from /proc/cpuinfo; None where there is none to read.
+
+    The kind decides which measured table of fast paths applies (`recipes.common.FAST_PATHS`): the same model's
+    fastest backend and precision differ between them.
+    """
+    flags = _cpu_flags(cpuinfo)
+    for units in ("amx_bf16", "avx512_bf16"):
+        if units in flags:
+            return units
+    return None
 
 
 def set_threads(threads=None):

@@ -213,7 +213,7 @@ def setup(args, recipe=None):
     Args:
         args: the parsed flags; `args.mixed_precision` and `args.jit` are resolved in place ("auto" becomes what
             was chosen), so summary.json records the path the run took.
-        recipe: the recipe's name, a key of FAST_PATHS_ON_AMX (its measured fast paths).
+        recipe: the recipe's name, a key of FAST_PATHS' tables (its measured fast paths).
     """
     threads = hardware.set_threads()  # before the backend starts its thread pools
     keras.utils.set_random_seed(args.seed)
@@ -235,12 +235,15 @@ def setup(args, recipe=None):
 
 
 # The fastest (dtype policy, jit_compile, training examples/s) of each recipe's default model (and of cifar10_vit's
-# CPU-hour preset) on each backend, on 2 cores of a Xeon with AMX-BF16 units: benchmarks/fast_path.py, 2026-12-02
-# (docs/results.md). No rule of thumb predicts them: bfloat16 on the matrix units (oneDNN's kernels: TensorFlow
-# without XLA, PyTorch) pays for some wide models, XLA's fusion for others, and XLA is 3.6x slower than a graph for
-# the from-scratch IMDB classifier. "auto" flags take these paths on such a CPU. To measure again:
-# `python benchmarks/fast_path.py --output run.json`, then `--table run.json` prints this dict.
-FAST_PATHS_ON_AMX = {
+# CPU-hour preset) on each backend, on 2 cores, by the CPU's bf16 units (`keras_tfm.hardware.bf16_units`):
+# benchmarks/fast_path.py (docs/results.md). No rule of thumb predicts them: bfloat16 on the matrix units (oneDNN's
+# kernels: TensorFlow without XLA, PyTorch) pays for some wide models, XLA's fusion for others, XLA is 3.6x slower
+# than a graph for the from-scratch IMDB classifier, and the same model's fastest path differs between the two
+# kinds of units. "auto" flags take these paths on such a CPU. To measure again: `python benchmarks/fast_path.py
+# --output run.json`, then `--table run.json` prints the machine's entry.
+FAST_PATHS = {}
+# A Xeon with AMX-BF16 tiles, 2026-12-02.
+FAST_PATHS["amx_bf16"] = {
     "reverse_digits": {"tensorflow": ("float32", True, 2587), "jax": ("float32", True, 2432),
                        "torch": ("float32", False, 1432)},
     "cifar10_vit --preset small": {"tensorflow": ("float32", True, 188), "jax": ("mixed_bfloat16", True, 117),
@@ -259,13 +262,41 @@ FAST_PATHS_ON_AMX = {
                       "torch": ("mixed_bfloat16", False, 74)},
 }
 
+# An AMD EPYC (Zen 4) with AVX512-BF16 dot-product instructions and no AMX, 2026-12-03: bf16 on oneDNN's kernels
+# pays for more of the models here (XLA's float32 is slower on this CPU), but less (1.2-1.5x, not up to 1.65x).
+FAST_PATHS["avx512_bf16"] = {
+    "reverse_digits": {"tensorflow": ("float32", True, 1770), "jax": ("float32", True, 1800),
+                       "torch": ("float32", False, 881)},
+    "cifar10_vit --preset small": {"tensorflow": ("mixed_bfloat16", False, 141), "jax": ("mixed_bfloat16", True, 78.3),
+                                   "torch": ("mixed_bfloat16", False, 136)},
+    "cifar10_vit --preset cifar10_cpu": {"tensorflow": ("mixed_bfloat16", False, 314),
+                                         "jax": ("mixed_bfloat16", True, 126), "torch": ("mixed_bfloat16", False, 244)},
+    "imdb_classifier": {"tensorflow": ("mixed_bfloat16", False, 256), "jax": ("mixed_bfloat16", True, 114),
+                        "torch": ("mixed_bfloat16", False, 250)},
+    "imdb_classifier --pretrained": {"tensorflow": ("mixed_bfloat16", False, 7.15),
+                                     "jax": ("mixed_bfloat16", True, 4.06), "torch": ("mixed_bfloat16", False, 8.92)},
+    "translate": {"tensorflow": ("mixed_bfloat16", False, 87.0), "jax": ("mixed_bfloat16", True, 65.7),
+                  "torch": ("mixed_bfloat16", False, 65.3)},
+    "language_model": {"tensorflow": ("float32", True, 259), "jax": ("float32", True, 72.6),
+                       "torch": ("mixed_bfloat16", False, 104)},
+    "pretrain_text": {"tensorflow": ("mixed_bfloat16", False, 62.4), "jax": ("mixed_bfloat16", True, 30.2),
+                      "torch": ("mixed_bfloat16", False, 44.6)},
+}
+
+UNITS_IN_WORDS = {"amx_bf16": "AMX-BF16 units", "avx512_bf16": "AVX512-BF16 instructions"}
+
+
+def measured_paths(recipe, distribute="none"):
+    """`{backend: (policy, jit_compile, examples/s)}` measured for `recipe` on a CPU with this machine's bf16 units
+    (FAST_PATHS), where that applies: on a CPU with such units and without a `tf.distribute` strategy; else {}."""
+    if distribute in ("mirrored", "multiworker") or on_gpu():
+        return {}
+    return FAST_PATHS.get(hardware.bf16_units(), {}).get(recipe, {})
+
 
 def measured_fast_path(recipe, backend, distribute="none"):
-    """`(policy, jit_compile, examples/s)` of FAST_PATHS_ON_AMX for `recipe` on `backend`, where it applies: on
-    a CPU with AMX-BF16 units and without a `tf.distribute` strategy; else None."""
-    if distribute in ("mirrored", "multiworker") or on_gpu() or not hardware.has_amx_bf16():
-        return None
-    return FAST_PATHS_ON_AMX.get(recipe, {}).get(backend)
+    """`(policy, jit_compile, examples/s)` of `measured_paths(recipe, distribute)` on `backend`, or None."""
+    return measured_paths(recipe, distribute).get(backend)
 
 
 def fast_path(args, recipe, backend):
@@ -278,8 +309,8 @@ def fast_path(args, recipe, backend):
         args.jit = measured[1]
     requested = {"auto": None, "off": "float32"}.get(args.mixed_precision, f"mixed_{args.mixed_precision}")
     if measured and requested is None and args.jit == measured[1]:
-        return measured[0], (f"the fastest path measured for this model on {backend} with AMX-BF16 units "
-                             "(benchmarks/fast_path.py)")
+        return measured[0], (f"the fastest path measured for this model on {backend} with "
+                             f"{UNITS_IN_WORDS[hardware.bf16_units()]} (benchmarks/fast_path.py)")
     policy, why = hardware.choose_precision(requested, compiled=args.jit is True)
     return policy, why
 
@@ -291,12 +322,12 @@ def on_gpu():
 
 def faster_backend_hint(recipe, backend, at_least=1.1):
     """A line saying that another backend trains `recipe`'s model at least `at_least` times as fast here and how
-    to get it, or None. Said only where measured (FAST_PATHS_ON_AMX, on a CPU with AMX-BF16 units); the run
+    to get it, or None. Said only where measured (FAST_PATHS, on a CPU with bf16 units); the run
     itself stays on `backend`."""
     here = measured_fast_path(recipe, backend)
     if here is None:
         return None
-    fastest, (policy, jit, speed) = max(FAST_PATHS_ON_AMX[recipe].items(), key=lambda item: item[1][2])
+    fastest, (policy, jit, speed) = max(measured_paths(recipe).items(), key=lambda item: item[1][2])
     if speed < at_least * here[2]:
         return None
     return (f"note: KERAS_BACKEND={fastest} trains this model {speed / here[2]:.1f}x as fast as {backend} does on "

@@ -84,3 +84,18 @@ def test_has_amx_bf16_reads_the_cpu_flags():
     except OSError:
         flags = ""
     assert hardware.has_amx_bf16() == (" amx_bf16" in flags)
+
+
+@pytest.mark.parametrize("flags, units", [
+    ("fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8", "amx_bf16"),  # a Sapphire Rapids Xeon has both
+    ("fpu avx2 avx512f avx512_bf16 avx512_vnni", "avx512_bf16"),  # an AMD EPYC Zen 4
+    ("fpu avx2 fma", None),  # an AMD EPYC Zen 3: bf16 is emulated
+    ("fpu avx2 avx512_bf16x", None),  # a flag is a whole word, not a prefix
+])
+def test_bf16_units_are_read_from_the_cpu_flags(flags, units, tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: a CPU\nflags\t\t: {flags}\n\nprocessor\t: 1\n"
+                       "flags\t\t: fpu\n")  # the first CPU's flags count
+    assert hardware.bf16_units(str(cpuinfo)) == units
+    assert hardware.has_amx_bf16(str(cpuinfo)) == (units == "amx_bf16")
+    assert hardware.bf16_units(str(tmp_path / "missing")) is None  # no /proc (macOS, Windows): none known

@@ -55,15 +55,29 @@ def test_the_table_of_fast_paths_takes_the_fastest_measured_per_recipe_and_backe
     def measured(setup, backend, precision, jit, seconds, cores=2):
         return dict(setup=setup, backend=backend, precision=precision, jit=jit, cores=cores, batch=64,
                     seconds=[seconds, seconds * 2, seconds])
-    first = {"configurations": [measured("reverse_digits", "torch", "float32", False, 0.10),
-                                measured("reverse_digits", "torch", "mixed_bfloat16", False, 0.08),
-                                measured("reverse_digits", "jax", "float32", True, 0.05),
-                                measured("reverse_digits", "jax", "mixed_bfloat16", True, 0.01, cores=1),
-                                measured("a setup since renamed", "jax", "float32", True, 0.01)]}
-    again = {"configurations": [measured("reverse_digits", "torch", "mixed_bfloat16", False, 0.20)]}
-    namespace = {}
+    first = {"cpu": "AMD EPYC (AVX512-BF16)", "bf16_units": "avx512_bf16",
+             "configurations": [measured("reverse_digits", "torch", "float32", False, 0.10),
+                                  measured("reverse_digits", "torch", "mixed_bfloat16", False, 0.08),
+                                  measured("reverse_digits", "jax", "float32", True, 0.05),
+                                  measured("reverse_digits", "jax", "mixed_bfloat16", True, 0.01, cores=1),
+                                  measured("a setup since renamed", "jax", "float32", True, 0.01)]}
+    again = {"bf16_units": "avx512_bf16",
+             "configurations": [measured("reverse_digits", "torch", "mixed_bfloat16", False, 0.20)]}
+    namespace = {"FAST_PATHS": {"amx_bf16": "another CPU's, kept"}}
     exec(fast_path.fast_paths_table([first, again]), namespace)  # Python source, pasted into recipes.common
-    assert namespace["FAST_PATHS_ON_AMX"] == {"reverse_digits": {  # 64 examples / the median seconds
-        "jax": ("float32", True, 1280.0),  # the 1-core measurement is left out
+    assert namespace["FAST_PATHS"] == {"amx_bf16": "another CPU's, kept", "avx512_bf16": {"reverse_digits": {
+        "jax": ("float32", True, 1280.0),  # 64 examples / the median seconds; the 1-core measurement is left out
         "torch": ("float32", False, 640.0),  # the later run's bf16 (320/s) replaced the earlier one's (800/s)
-    }}
+    }}}
+
+
+def test_the_table_is_made_from_runs_on_one_kind_of_bf16_units():
+    fast_path = _fast_path()
+    xeon = {"cpu": "Intel Xeon (AMX-BF16)", "configurations": []}  # written before runs recorded their units
+    epyc = {"cpu": "AMD EPYC (AVX512-BF16)", "bf16_units": "avx512_bf16", "configurations": []}
+    assert fast_path.run_units(xeon) == "amx_bf16" and fast_path.run_units(epyc) == "avx512_bf16"
+    assert fast_path.fast_paths_table([xeon]) == "FAST_PATHS['amx_bf16'] = {\n}"
+    with pytest.raises(ValueError, match=r"same bf16 units .*got \['amx_bf16', 'avx512_bf16'\]"):
+        fast_path.fast_paths_table([xeon, epyc])
+    with pytest.raises(ValueError, match=r"got \['None'\]. Without bf16 units no table applies"):
+        fast_path.fast_paths_table([{"cpu": "AMD EPYC", "bf16_units": None, "configurations": []}])

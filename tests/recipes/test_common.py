@@ -350,7 +350,7 @@ def test_without_a_measured_path_bfloat16_is_chosen_by_measuring_products(bfloat
         return 100.0 * (bfloat16_speedup if dtype == "bfloat16" else 1.0)
 
     monkeypatch.setattr(hardware, "matmul_gflops", products)
-    monkeypatch.setattr(hardware, "has_amx_bf16", lambda: False)  # FAST_PATHS_ON_AMX does not apply
+    monkeypatch.setattr(hardware, "bf16_units", lambda: None)  # no table of FAST_PATHS applies
     args = reverse_digits.parse_args(flags)
     assert args.mixed_precision == "auto"
     common.setup(args, "reverse_digits")
@@ -365,21 +365,23 @@ def test_without_a_measured_path_bfloat16_is_chosen_by_measuring_products(bfloat
 
 
 @pytest.mark.every_backend
-@pytest.mark.parametrize("recipe", sorted(common.FAST_PATHS_ON_AMX))
-def test_on_a_cpu_with_amx_bf16_units_each_recipe_takes_its_measured_fast_path(recipe, monkeypatch, capsys):
+@pytest.mark.parametrize("units, recipe", [(units, recipe) for units in sorted(common.FAST_PATHS)
+                                           for recipe in sorted(common.FAST_PATHS[units])])
+def test_on_a_cpu_with_bf16_units_each_recipe_takes_the_fast_path_measured_on_such_units(units, recipe, monkeypatch,
+                                                                                         capsys):
     from keras_tfm import hardware
     from recipes import reverse_digits
 
-    monkeypatch.setattr(hardware, "has_amx_bf16", lambda: True)
+    monkeypatch.setattr(hardware, "bf16_units", lambda: units)
     monkeypatch.setattr(common, "on_gpu", lambda: False)
     monkeypatch.setattr(hardware, "matmul_gflops", lambda *a, **k: pytest.fail("measured, not looked up"))
     backend = keras.backend.backend()
-    policy, jit, _ = common.FAST_PATHS_ON_AMX[recipe][backend]
+    policy, jit, _ = common.FAST_PATHS[units][recipe][backend]
     args = reverse_digits.parse_args([])
     common.setup(args, recipe)
     assert keras.config.dtype_policy().name == policy and args.jit is jit
-    assert f"{policy}, jit_compile={jit!r}: the fastest path measured for this model on {backend}" in (
-        capsys.readouterr().out)
+    assert (f"{policy}, jit_compile={jit!r}: the fastest path measured for this model on {backend} with "
+            f"{common.UNITS_IN_WORDS[units]} (benchmarks/fast_path.py)") in capsys.readouterr().out
     # Under a tf.distribute strategy the table does not apply (it was measured on one device).
     assert common.measured_fast_path(recipe, backend, "mirrored") is None
 
@@ -393,7 +395,7 @@ def test_setup_keeps_what_the_flags_ask_for(flags, policy, jit, monkeypatch):
     from recipes import reverse_digits
 
     monkeypatch.setattr(hardware, "matmul_gflops", lambda dtype, **kwargs: 500.0 if dtype == "bfloat16" else 1.0)
-    monkeypatch.setattr(hardware, "has_amx_bf16", lambda: False)
+    monkeypatch.setattr(hardware, "bf16_units", lambda: None)
     args = reverse_digits.parse_args(flags)
     common.setup(args, "translate")
     assert keras.config.dtype_policy().name == policy and args.jit == jit
@@ -403,25 +405,33 @@ def test_setup_keeps_what_the_flags_ask_for(flags, policy, jit, monkeypatch):
 def test_a_faster_backend_is_named_at_the_start_never_switched_to(monkeypatch):
     from keras_tfm import hardware
 
-    monkeypatch.setattr(hardware, "has_amx_bf16", lambda: True)
+    monkeypatch.setattr(hardware, "bf16_units", lambda: "avx512_bf16")
     monkeypatch.setattr(common, "on_gpu", lambda: False)
-    monkeypatch.setattr(common, "FAST_PATHS_ON_AMX", {"r": {"tensorflow": ("mixed_bfloat16", False, 10.0),
-                                                            "jax": ("float32", True, 10.5),
-                                                            "torch": ("mixed_bfloat16", False, 16.0)}})
+    monkeypatch.setattr(common, "FAST_PATHS", {"avx512_bf16": {"r": {"tensorflow": ("mixed_bfloat16", False, 10.0),
+                                                                     "jax": ("float32", True, 10.5),
+                                                                     "torch": ("mixed_bfloat16", False, 16.0)}},
+                                               "amx_bf16": {"r": {"tensorflow": ("mixed_bfloat16", False, 30.0),
+                                                                  "jax": ("float32", True, 10.0),
+                                                                  "torch": ("mixed_bfloat16", False, 20.0)}}})
     hint = common.faster_backend_hint("r", "tensorflow")
     assert hint.startswith("note: KERAS_BACKEND=torch trains this model 1.6x as fast as tensorflow does")
     assert hint.endswith("this run stays on tensorflow, as set")
     assert common.faster_backend_hint("r", "jax").startswith("note: KERAS_BACKEND=torch trains this model 1.5x")
     assert common.faster_backend_hint("r", "torch") is None  # the fastest already
     assert common.faster_backend_hint("other", "tensorflow") is None  # not measured
-    monkeypatch.setattr(hardware, "has_amx_bf16", lambda: False)  # measured on AMX-BF16 CPUs only
+    monkeypatch.setattr(hardware, "bf16_units", lambda: "amx_bf16")  # that CPU's own table: TensorFlow is fastest
     assert common.faster_backend_hint("r", "tensorflow") is None
+    assert common.faster_backend_hint("r", "jax").startswith("note: KERAS_BACKEND=tensorflow trains this model 3.0x")
+    monkeypatch.setattr(hardware, "bf16_units", lambda: None)  # no bf16 units: nothing measured applies
+    assert common.faster_backend_hint("r", "jax") is None
 
 
 def test_the_measured_fast_paths_name_the_benchmarks_setups():
     fast_path = load_script("benchmarks/fast_path.py")
-    assert set(common.FAST_PATHS_ON_AMX) == {recipe for recipe, _, _ in fast_path.SETUPS.values()}
-    for paths in common.FAST_PATHS_ON_AMX.values():
-        assert set(paths) == {"tensorflow", "jax", "torch"}
-        assert all(policy in ("float32", "mixed_bfloat16") and jit in (True, False) and speed > 0
-                   for policy, jit, speed in paths.values())
+    assert set(common.FAST_PATHS) == set(common.UNITS_IN_WORDS) == {"amx_bf16", "avx512_bf16"}
+    for table in common.FAST_PATHS.values():
+        assert set(table) == {recipe for recipe, _, _ in fast_path.SETUPS.values()}
+        for paths in table.values():
+            assert set(paths) == {"tensorflow", "jax", "torch"}
+            assert all(policy in ("float32", "mixed_bfloat16") and jit in (True, False) and speed > 0
+                       for policy, jit, speed in paths.values())
