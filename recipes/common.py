@@ -263,7 +263,7 @@ FAST_PATHS["amx_bf16"] = {
 }
 
 # An AMD EPYC (Zen 4) with AVX512-BF16 dot-product instructions and no AMX, 2026-12-03: bf16 on oneDNN's kernels
-# pays for more of the models here (XLA's float32 is slower on this CPU), but less (1.2-1.5x, not up to 1.65x).
+# pays for six of the eight models on TensorFlow here (XLA's float32 is slower than a graph for the wide ones).
 FAST_PATHS["avx512_bf16"] = {
     "reverse_digits": {"tensorflow": ("float32", True, 1770), "jax": ("float32", True, 1800),
                        "torch": ("float32", False, 881)},
