@@ -5,7 +5,10 @@
 * `WeightDecayPolicy` (`_weight_decay`): which weights weight decay skips.
 
 On the TensorFlow backend only, `fit` also builds the optimizer before Keras traces the step
-(`_tf_workarounds`, not imported on the other backends).
+(`_tf_workarounds`, not imported on the other backends). On PyTorch only, the training function (of `fit` and
+`train_on_batch`) is made with an optimizer whose `clipnorm` clips every gradient in one call
+(`_torch_fast_paths`, not imported on the other backends). `compile` itself is Keras' own: a model that overrides it
+is not compiled again when a `.keras` file loads.
 """
 
 import keras
@@ -19,6 +22,10 @@ if keras.backend.backend() == "tensorflow":
     from keras_tfm.models import _tf_workarounds
 else:
     _tf_workarounds = None  # nothing to work around: JAX and PyTorch build the optimizer before tracing
+if keras.backend.backend() == "torch":
+    from keras_tfm.models import _torch_fast_paths
+else:
+    _torch_fast_paths = None  # TensorFlow and JAX compile the per-weight clipping into the step
 
 
 class PresetModel(PresetMixin, CheckedInputs, WeightDecayPolicy):
@@ -32,6 +39,11 @@ class PresetModel(PresetMixin, CheckedInputs, WeightDecayPolicy):
     (1, 10)
     >>> model.exclude_from_weight_decay(keras.optimizers.AdamW(weight_decay=0.05))  # doctest: +SKIP
     """
+
+    def make_train_function(self, force=False):
+        if _torch_fast_paths is not None:
+            _torch_fast_paths.clip_gradients_in_one_call(getattr(self, "optimizer", None))
+        return super().make_train_function(force=force)
 
     def fit(self, *args, **kwargs):
         if _tf_workarounds is not None:
