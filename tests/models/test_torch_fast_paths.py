@@ -1,6 +1,6 @@
 """The PyTorch-only `clipnorm` in one call (`keras_tfm.models._torch_fast_paths`): it computes what Keras' own
 per-weight clipping computes, trains the same, and is given only where Keras' clipping would run. CI runs this
-file on the PyTorch backend (`.ci/run`); on the other backends only the first test applies."""
+file on every backend (`.ci/run`); on TensorFlow and JAX only the first test applies."""
 
 import sys
 
@@ -46,7 +46,7 @@ def test_equals_keras_own_clipnorm_and_leaves_the_gradients_as_they_were(clipnor
     ours = _torch_fast_paths._clip_each_gradient_by_norm(optimizer, grads)
     theirs = keras.optimizers.Optimizer._clip_gradients(optimizer, grads)
     assert [g is None for g in ours] == [g is None for g in theirs] == [False, False, False, True, False]
-    for mine, keras_one, original in zip(ours, theirs, before):
+    for mine, keras_one in zip(ours, theirs):
         if mine is not None:
             np.testing.assert_allclose(mine.numpy(), keras_one.numpy(), rtol=1e-6, atol=1e-9)
             assert np.linalg.norm(mine.numpy()) <= clipnorm * (1 + 1e-6)
@@ -70,9 +70,10 @@ def test_other_kinds_of_clipping_are_keras_own():
 
 
 @on_torch
-def test_compile_gives_it_and_training_matches_keras_clipping():
-    """Two identical models, three steps (the first builds the optimizer) with gradients above the norm: one clips in one call, the other with
-    Keras' per-weight code (the instance attribute removed); their weights stay equal to float32 rounding."""
+def test_the_training_function_gives_it_and_training_matches_keras_clipping():
+    """Two identical models, three steps (the first builds the optimizer) with gradients above the norm: one
+    clips in one call, the other with Keras' per-weight code (the instance attribute removed); their weights stay
+    equal to float32 rounding."""
     rng = np.random.default_rng(1)
     x, y = rng.integers(1, 50, (8, 12)).astype("int32"), rng.integers(0, 3, 8)
     models = []
