@@ -1,13 +1,13 @@
 """What the ready models do differently on the PyTorch backend; imported only there (`_base`), so a TensorFlow or
 JAX user's model code never imports torch.
 
-Gradient clipping by norm, one call for all weights. Keras' `clipnorm` clips each weight's gradient on its own
-with nine operations per weight (square, sum, a comparison, two `where`s, a square root, multiply, maximum,
-divide), issued one weight at a time: on PyTorch, where each is a kernel launched from Python and a pass over
-the gradient's memory, that is about 900 calls a step for a BERT-sized model. `torch._foreach_norm` and
-`torch._foreach_mul` do the same arithmetic for the whole list in five calls and two passes. Measured on 2 AMD EPYC (Zen 4) cores, the 103
-gradients of the all-MiniLM-L6-v2-shaped `TextClassifier` (22.6 M numbers): 113-160 ms a step with Keras' code,
-47 ms with this one, of a `mixed_bfloat16` training step of about 2.2 s (batch 16, 256 tokens; docs/results.md).
+Gradient clipping by norm, one call for all weights. Keras' `clipnorm` clips each weight's gradient on its own with
+nine operations per weight (square, sum, a comparison, two `where`s, a square root, multiply, maximum, divide),
+issued one weight at a time: on PyTorch, where each is a kernel launched from Python and a pass over the gradient's
+memory, that is about 900 calls a step for a BERT-sized model. `torch._foreach_norm` and `torch._foreach_mul` do the
+same arithmetic for the whole list in five calls and two passes. Measured on 2 AMD EPYC (Zen 4) cores, the 103
+gradients of the all-MiniLM-L6-v2-shaped `TextClassifier` (22.6 M numbers): 113-160 ms a step with Keras' code, 47
+ms with this one, of a `mixed_bfloat16` training step of about 2.2 s (batch 16, 256 tokens; docs/results.md).
 """
 
 import types
