@@ -30,6 +30,12 @@ their pages' constant learning rate, so only their number of epochs changes; our
 keras.io pages keep the weights of the epoch with the best validation accuracy (`ModelCheckpoint(save_best_only)`)
 and score those; so does this benchmark for them, while ours scores its last epoch, as the recipe does.
 
+The path: ours trains on the path its recipe's "auto" flags choose here (its measured fast path for this CPU and
+backend, e.g. `mixed_bfloat16` as a TensorFlow graph where bf16 units pay), and by default the keras.io models get
+the same dtype policy and `jit_compile` (`--keras-io-path ours`; their logits stay float32, as Keras' mixed
+precision guide advises). `--keras-io-path float32` trains them as their pages do. The report records each model's
+path.
+
 Validation: the same 5,000 training images are held out for every model (`keras_tfm.data.cifar10.holdout`,
 stratified, drawn with `--seed`), where the pages hold out 10% with `validation_split`; the 10,000 test images
 are scored once per model, at the end of its run. Per epoch the JSON records minutes since `fit` began and
@@ -91,6 +97,10 @@ def parse_args(argv=None):
                         help="score only N test images (tests and smoke runs); None = all")
     parser.add_argument("--keras-io-vit", choices=tuple(KERAS_IO_VIT_VERSIONS), default="2021",
                         help="which version of the keras.io ViT page to follow (see the module docstring)")
+    parser.add_argument("--keras-io-path", choices=("ours", "float32"), default="ours",
+                        help="the keras.io models' dtype policy and jit_compile: `ours` = the path ours' recipe "
+                             "takes on this machine and backend (its measured fast path), so that both get it; "
+                             "`float32` = Keras' defaults, as the pages train")
     parser.add_argument("--run-dir", default=None,
                         help="folder for ours' recipe run (ours/) and the keras.io models' best weights; None = a new "
                              "temporary folder")
@@ -170,8 +180,8 @@ class StochasticDepth(layers.Layer):
             return branch
         keep = 1.0 - self.rate
         shape = (keras.ops.shape(branch)[0],) + (1,) * (len(branch.shape) - 1)  # one draw per example
-        mask = keras.ops.floor(keep + keras.random.uniform(shape, seed=self.seed_generator))
-        return branch / keep * mask
+        mask = keras.ops.floor(keep + keras.random.uniform(shape, seed=self.seed_generator))  # drawn in float32
+        return branch / keep * keras.ops.cast(mask, branch.dtype)  # in the branch's dtype under a mixed policy
 
 
 def mlp(x, units, dropout):
@@ -216,7 +226,8 @@ def keras_io_vit(train_images, num_classes, version="2021"):
         tokens = encoder_block(tokens, num_heads=4, key_dim=64, mlp_units=size["block_mlp"], epsilon=1e-6)
     representation = layers.Flatten()(layers.LayerNormalization(epsilon=1e-6)(tokens))  # (batch, 144 * width)
     features = mlp(layers.Dropout(0.5)(representation), (2048, 1024), 0.5)
-    return keras.Model(inputs, layers.Dense(num_classes)(features), name="keras_io_vit")
+    # The logits in float32 under a mixed policy, as Keras' mixed precision guide advises (no change in float32).
+    return keras.Model(inputs, layers.Dense(num_classes, dtype="float32")(features), name="keras_io_vit")
 
 
 def keras_io_cct(num_classes):
@@ -243,7 +254,7 @@ def keras_io_cct(num_classes):
     # Sequence pooling: a learned weight per token, softmax over the tokens, the weighted sum of the tokens.
     weights = layers.Softmax(axis=1)(layers.Dense(1)(tokens))  # (batch, 64, 1)
     pooled = layers.Flatten()(layers.Dot(axes=1)([weights, tokens]))  # (batch, 128)
-    return keras.Model(inputs, layers.Dense(num_classes)(pooled), name="keras_io_cct")
+    return keras.Model(inputs, layers.Dense(num_classes, dtype="float32")(pooled), name="keras_io_cct")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -272,12 +283,25 @@ def batches(images, labels, batch_size, one_hot, num_classes, seed=None):
     return data.batch(batch_size).map(floats).prefetch(tf.data.AUTOTUNE)
 
 
+def keras_io_path(args):
+    """`(dtype policy, jit_compile)` for the keras.io models: with `--keras-io-path ours`, what the recipe's
+    `--mixed-precision auto --jit auto` resolve to for ours' model on this machine and backend (`common.fast_path`:
+    its measured fast path, where one is measured for this CPU), so both sides train on the same path."""
+    if args.keras_io_path == "float32":
+        return "float32", "auto"
+    recipe_flags = argparse.Namespace(mixed_precision="auto", jit="auto", distribute="none")
+    policy, _ = common.fast_path(recipe_flags, "cifar10_vit --preset cifar10_cpu", keras.backend.backend())
+    return policy, recipe_flags.jit
+
+
 def train_keras_io(name, args, data, run_dir):
     """One keras.io model on its page's recipe, for the epochs the budget allows; scored with its best epoch."""
     (train_images, train_labels), validation, (test_images, test_labels), class_names = data
     num_classes = len(class_names)
     keras.backend.clear_session()
     keras.utils.set_random_seed(args.seed)
+    policy, jit_compile = keras_io_path(args)
+    keras.config.set_dtype_policy(policy)  # before the model is built: its layers take the policy then
     if name == "keras_io_vit":
         model = keras_io_vit(train_images, num_classes, args.keras_io_vit)
         batch_size, one_hot = 256, False
@@ -289,7 +313,7 @@ def train_keras_io(name, args, data, run_dir):
         loss = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)
         accuracy = keras.metrics.CategoricalAccuracy(name="accuracy")
     model.compile(optimizer=keras.optimizers.AdamW(learning_rate=1e-3, weight_decay=1e-4), loss=loss,
-                  metrics=[accuracy])
+                  metrics=[accuracy], jit_compile=jit_compile)
     best = os.path.join(run_dir, f"{name}.weights.h5")
     log = EpochLog()
     callbacks = [common.TimeBudget(args.minutes),  # no schedule: the pages' learning rate stays constant
@@ -302,7 +326,8 @@ def train_keras_io(name, args, data, run_dir):
     model.load_weights(best)  # the epoch with the best validation accuracy, as the pages do
     logits = model.predict(batches(test_images, test_labels, batch_size, one_hot, num_classes), verbose=0)
     return {"test_accuracy": float(np.mean(logits.argmax(-1) == test_labels)), "epochs": log.epochs,
-            "scored_weights": "best validation epoch", "parameters": log.parameters}
+            "scored_weights": "best validation epoch", "parameters": log.parameters,
+            "path": {"dtype_policy": policy, "jit_compile": jit_compile}}
 
 
 def train_ours(args, run_dir):
@@ -321,9 +346,11 @@ def train_ours(args, run_dir):
     keras.backend.clear_session()
     log = EpochLog()
     summary = cifar10_vit.main(argv, extra_callbacks=[log])
+    precision = summary["flags"]["mixed_precision"]  # the path the recipe resolved its "auto" flags to
     return {"test_accuracy": summary["metrics"]["test_accuracy"], "epochs": log.epochs,
             "scored_weights": "last epoch", "parameters": log.parameters, "run_dir": output_dir,
-            "recipe_flags": argv}
+            "recipe_flags": argv, "path": {"dtype_policy": f"mixed_{precision}" if precision else "float32",
+                                           "jit_compile": summary["flags"]["jit"]}}
 
 
 def usable_cpus():
@@ -354,14 +381,17 @@ def plot(results, minutes, path, cpus=None):
 
 
 def table(results):
-    """Markdown rows: epochs, minutes, last and best validation accuracy, test accuracy, ours / this."""
+    """Markdown rows: the path trained on (dtype policy, jit_compile; "–" where a report predates recording it),
+    epochs, minutes, last and best validation accuracy, test accuracy, ours / this."""
     ours = results.get("ours", {}).get("test_accuracy")
-    rows = ["| model | epochs | minutes | validation (last / best) | test accuracy | ours / this |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| model | path | epochs | minutes | validation (last / best) | test accuracy | ours / this |",
+            "|---|---|---|---|---|---|---|"]
     for name, result in results.items():
         validation = [epoch["validation_accuracy"] for epoch in result["epochs"]]
         ratio = f"{ours / result['test_accuracy']:.2f}×" if ours is not None and result["test_accuracy"] else "–"
-        rows.append(f"| {name} | {len(result['epochs'])} | {result['epochs'][-1]['minutes']:.1f} | "
+        path = result.get("path")
+        path = f"{path['dtype_policy']}, jit_compile={path['jit_compile']}" if path else "–"
+        rows.append(f"| {name} | {path} | {len(result['epochs'])} | {result['epochs'][-1]['minutes']:.1f} | "
                     f"{validation[-1]:.4f} / {max(validation):.4f} | {result['test_accuracy']:.4f} | {ratio} |")
     return "\n".join(rows)
 

@@ -33,9 +33,13 @@ def test_every_model_trains_under_the_budget_and_is_scored_once(tmp_path, capsys
         epoch = result["epochs"][0]
         assert epoch["minutes"] > 0 and not math.isnan(epoch["validation_accuracy"]), name
     assert report["models"]["ours"]["recipe_flags"][:4] == ["--preset", "cifar10_cpu", "--time-budget", "0.001"]
+    # Every model trained on the path ours' recipe took here, and the report says which it was.
+    paths = {name: result["path"] for name, result in report["models"].items()}
+    assert paths["keras_io_cct"] == paths["keras_io_vit"] == paths["ours"], paths
     assert picture.stat().st_size > 0
     printed = capsys.readouterr().out
-    assert "| keras_io_cct | 1 |" in printed and "ours / this" in printed
+    path = f"{paths['ours']['dtype_policy']}, jit_compile={paths['ours']['jit_compile']}"
+    assert f"| keras_io_cct | {path} | 1 |" in printed and "ours / this" in printed
 
 
 def test_flags_are_checked_before_tensorflow_loads():
@@ -43,6 +47,39 @@ def test_flags_are_checked_before_tensorflow_loads():
     assert benchmark_flags.models == ["ours", "keras_io_cct"] and benchmark_flags.minutes == 60.0
     with pytest.raises(SystemExit):
         load_benchmark().parse_args(["--image-dir", "x", "--models", "resnet"])
+
+
+def test_the_keras_io_models_take_ours_path_unless_told_float32(monkeypatch):
+    benchmark = load_benchmark()
+    from recipes import common
+    import keras
+    import numpy as np
+
+    measured = ("mixed_bfloat16", False, 314.0)  # a CPU's measured fast path for ours' model
+    monkeypatch.setattr(common, "measured_fast_path", lambda recipe, backend, distribute="none": measured
+                        if recipe == "cifar10_vit --preset cifar10_cpu" else None)
+    assert benchmark.keras_io_path(benchmark.parse_args(["--image-dir", "x"])) == ("mixed_bfloat16", False)
+    float32 = benchmark.parse_args(["--image-dir", "x", "--keras-io-path", "float32"])
+    assert benchmark.keras_io_path(float32) == ("float32", "auto")
+    with pytest.raises(SystemExit):
+        benchmark.parse_args(["--image-dir", "x", "--keras-io-path", "bf16"])
+
+    # Built under the mixed policy, the model computes in bfloat16 (stochastic depth included) and gives float32
+    # logits.
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        model = benchmark.keras_io_cct(num_classes=10)
+        branch = benchmark.StochasticDepth(0.5)(keras.ops.ones((8, 4, 2)), training=True)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    attention = [layer for layer in model.layers if isinstance(layer, keras.layers.MultiHeadAttention)]
+    assert attention and all(layer.compute_dtype == "bfloat16" for layer in attention)
+    assert keras.backend.standardize_dtype(branch.dtype) == "bfloat16"
+    kept = keras.ops.convert_to_numpy(keras.ops.cast(branch, "float32"))[:, 0, 0]
+    assert set(np.unique(kept)) <= {0.0, 2.0}  # dropped, or kept and scaled by 1 / (1 - rate)
+    logits = model(np.zeros((2, 32, 32, 3), "float32"))
+    assert keras.backend.standardize_dtype(logits.dtype) == "float32" and logits.shape == (2, 10)
 
 
 def report(models, minutes=60.0, cpus=2):
@@ -77,8 +114,8 @@ def test_reports_of_separate_runs_merge_into_one_table(tmp_path, capsys):
     assert merged["models"]["ours"]["machine"]["load_average_at_start"] == [0.1, 0.2, 0.3]
     assert picture.stat().st_size > 0
     printed = capsys.readouterr().out
-    assert "| ours | 2 | 59.0 | 0.8100 / 0.8100 | 0.8000 | 1.00× |" in printed
-    assert "| keras_io_cct | 2 | 58.0 | 0.7400 / 0.7400 | 0.7500 | 1.07× |" in printed
+    assert "| ours | – | 2 | 59.0 | 0.8100 / 0.8100 | 0.8000 | 1.00× |" in printed  # no path recorded in these
+    assert "| keras_io_cct | – | 2 | 58.0 | 0.7400 / 0.7400 | 0.7500 | 1.07× |" in printed
 
     # A merged report merges again (a model run later joins the table) and its models keep where they came from.
     vit = write(tmp_path / "vit.json", report({"keras_io_vit": (0.55, [(50.0, 0.56)])}, cpus=1))
