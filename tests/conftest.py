@@ -53,9 +53,12 @@ def pytest_addoption(parser):
 def pytest_collection_modifyitems(config, items):
     run_large = config.getoption("--run-large")
     skip_large = pytest.mark.skip(reason="large: run with --run-large (docs/developing.md)")
+    recipes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "recipes") + os.sep
     for item in items:
         if "browser" in getattr(item, "fixturenames", ()):  # `-m "not browser"` leaves out the browser tests
             item.add_marker(pytest.mark.browser)
+        if str(item.path).startswith(recipes):  # lets one `-m` pick tests in and out of tests/recipes (.ci/run)
+            item.add_marker(pytest.mark.recipes)
         if "large" in item.keywords and not run_large:
             item.add_marker(skip_large)
     # The end-to-end runs first (stable order otherwise): pytest-xdist hands tests out in this order, and a run of
