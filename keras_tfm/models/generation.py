@@ -64,6 +64,13 @@ def select_top_p(logits, uniform, p):
     return ops.cast(ops.take_along_axis(indices, choice[:, None], axis=-1)[:, 0], "int32")
 
 
+def numbers(temperature, p, length_penalty):
+    """`(3,)` float32: the settings a compiled decoding loop reads at run time instead of compiling them in, so that
+    `generate` with another temperature, nucleus mass or length penalty reuses the loop it compiled (on
+    TensorFlow an XLA compile takes seconds). Unpack them inside the loop as `numbers[0], numbers[1], numbers[2]`."""
+    return ops.convert_to_tensor([float(temperature), float(p), float(length_penalty)], dtype="float32")
+
+
 def compile_loop(function, variables):
     """Compiles `function` (which reads `variables` through Keras layers) for the current backend.
 

@@ -24,10 +24,7 @@ from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models.presets import LANGUAGE_MODEL_PRESETS
 
-# `generate`'s settings, in the order of its compiled-function key, as `_decode` receives them.
 _NEVER = -1e9  # the generation logit of padding
-_DECODE_ARGUMENTS = ("prompt_len", "max_new_tokens", "strategy", "num_beams", "k", "p", "temperature",
-                     "length_penalty", "end_id", "use_cache")
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
@@ -202,7 +199,8 @@ class TransformerLM(PresetModel, keras.Model):
         (`max_length`); to write longer text, continue from the tail of the output (the language-model recipe
         does).
 
-        The decoding loop is compiled once per setting: XLA on TensorFlow, `jax.jit` on JAX; on PyTorch it runs
+        The decoding loop is compiled once per setting (strategy, lengths, beams, k, end token, cache; not per
+        temperature, p or length penalty): XLA on TensorFlow, `jax.jit` on JAX; on PyTorch it runs
         eagerly (a Python loop under `torch.no_grad()`, see `keras_tfm.models.generation.compile_loop`).
 
         Args:
@@ -258,10 +256,10 @@ class TransformerLM(PresetModel, keras.Model):
         positions = np.arange(total)[None, :]
         # Tokens the loop must keep: the prompt, and padding after each row's own `max_new_tokens`.
         given = (positions < lengths[:, None]) | (positions >= lengths[:, None] + max_new_tokens)
-        # One compiled loop per setting and size (the cache's size must be static).
+        # One compiled loop per setting and size that shapes the program (the cache's size must be static).
+        # Temperature, p and the length penalty are numbers the loop reads when it runs (`generation.numbers`).
         settings = dict(prompt_len=prompt_len, max_new_tokens=max_new_tokens, strategy=strategy, num_beams=num_beams,
-                        k=k, p=float(p), temperature=float(temperature), length_penalty=float(length_penalty),
-                        end_id=end_id, use_cache=use_cache)
+                        k=k, end_id=end_id, use_cache=use_cache)
         key = tuple(settings.values())
         if key not in self._generate_functions:
             self._generate_functions[key] = generation.compile_loop(
@@ -274,12 +272,15 @@ class TransformerLM(PresetModel, keras.Model):
         tokens, scores = self._generate_functions[key](
             ops.convert_to_tensor(token_ids), ops.convert_to_tensor(given),
             ops.convert_to_tensor(int(lengths.min()) - 1, "int32"), uniform,
+            generation.numbers(temperature, p, length_penalty),
         )
         tokens = np.asarray(ops.convert_to_numpy(tokens)).astype("int32")
         return (tokens, np.asarray(ops.convert_to_numpy(scores))) if return_scores else tokens
 
-    def _decode(self, token_ids, given, start, uniform, settings):
-        """The whole generation for one `settings` dict (see `generate`): prefill the cache, then a loop."""
+    def _decode(self, token_ids, given, start, uniform, numbers, settings):
+        """The whole generation for one `settings` dict (see `generate`) and the `numbers` tensor of
+        `generation.numbers`: prefill the cache, then a loop."""
+        temperature, p, length_penalty = numbers[0], numbers[1], numbers[2]
         batch, total = ops.shape(token_ids)[0], settings["prompt_len"] + settings["max_new_tokens"]
         if settings["use_cache"]:
             cache = [self.get_layer(f"block_{i}").build_cache(batch, total) for i in range(self.depth)]
@@ -291,12 +292,12 @@ class TransformerLM(PresetModel, keras.Model):
             step = self.step
         else:
             cache, step = (), self._step_without_cache
-        common = dict(given=given, end_id=settings["end_id"], temperature=settings["temperature"])
+        common = dict(given=given, end_id=settings["end_id"], temperature=temperature)
         if settings["strategy"] == "beam":
             return generation.beam_search(step, token_ids, cache, start, settings["num_beams"],
-                                          length_penalty=settings["length_penalty"], **common)
+                                          length_penalty=length_penalty, **common)
         return generation.sample(step, token_ids, cache, start, settings["strategy"], uniform=uniform, k=settings["k"],
-                                 p=settings["p"], **common)
+                                 p=p, **common)
 
     def token_inputs(self, x):
         return [("token_ids", x, self.vocab_size)] if not isinstance(x, (tuple, list, dict)) else []

@@ -233,8 +233,8 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
     ):
         """Generates target token ids for a batch of sources.
 
-        The decoding loop is compiled once per setting: XLA on TensorFlow, `jax.jit` on JAX; on PyTorch it runs
-        eagerly (a Python loop under `torch.no_grad()`, see `keras_tfm.models.generation.compile_loop`).
+        The decoding loop is compiled once per setting (strategy, lengths, tokens, beams, k, cache; not per
+        temperature, p or length penalty): XLA on TensorFlow, `jax.jit` on JAX; on PyTorch it runs eagerly (a Python loop under `torch.no_grad()`, see `keras_tfm.models.generation.compile_loop`).
 
         Args:
             source_ids: `(batch, source_len)` int ids (0 = padding).
@@ -283,23 +283,25 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
                     f"`{name}` must be a token id in [1, {self.target_vocab_size}). Received: {name}={token}"
                 )
 
-        # One compiled loop per setting.
+        # One compiled loop per setting that shapes the program. Temperature, p and the length penalty are numbers
+        # the loop reads when it runs (`generation.numbers`), so another value compiles nothing.
         settings = dict(strategy=strategy, max_length=max_length, start_id=start_id, end_id=end_id,
-                        num_beams=num_beams, k=k, p=float(p), temperature=float(temperature),
-                        length_penalty=float(length_penalty), use_cache=use_cache)
+                        num_beams=num_beams, k=k, use_cache=use_cache)
         key = tuple(settings.values())
         if key not in self._generate_functions:
             self._generate_functions[key] = generation.compile_loop(
                 functools.partial(self._decode, settings=settings), self.variables
             )
         uniform = keras.random.uniform((max_length, source_ids.shape[0]), seed=seed)  # one draw per step, row
-        tokens, scores = self._generate_functions[key](ops.convert_to_tensor(source_ids.astype("int32")), uniform)
+        tokens, scores = self._generate_functions[key](ops.convert_to_tensor(source_ids.astype("int32")), uniform,
+                                                       generation.numbers(temperature, p, length_penalty))
         tokens = np.asarray(ops.convert_to_numpy(tokens)).astype("int32")
         return (tokens, np.asarray(ops.convert_to_numpy(scores))) if return_scores else tokens
 
-    def _decode(self, source, uniform, settings):
-        """The whole generation for one `settings` dict (see `generate`): encode once, then a loop of
-        `keras_tfm.models.generation`."""
+    def _decode(self, source, uniform, numbers, settings):
+        """The whole generation for one `settings` dict (see `generate`) and the `numbers` tensor of
+        `generation.numbers`: encode once, then a loop of `keras_tfm.models.generation`."""
+        temperature, p, length_penalty = numbers[0], numbers[1], numbers[2]
         batch, max_length = ops.shape(source)[0], settings["max_length"]
         memory = self.encode(source)  # (batch, source_len, dim)
         cache = {"source_mask": ops.not_equal(source, 0)}  # (batch, source_len)
@@ -315,11 +317,11 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
             [ops.full((batch, 1), settings["start_id"], dtype="int32"), ops.zeros((batch, max_length), dtype="int32")],
             axis=1,
         )
-        common = dict(end_id=settings["end_id"], temperature=settings["temperature"])
+        common = dict(end_id=settings["end_id"], temperature=temperature)
         if settings["strategy"] == "beam":
             token_ids, scores = generation.beam_search(step, token_ids, cache, 0, settings["num_beams"],
-                                                       length_penalty=settings["length_penalty"], **common)
+                                                       length_penalty=length_penalty, **common)
         else:
             token_ids, scores = generation.sample(step, token_ids, cache, 0, settings["strategy"], uniform=uniform,
-                                                  k=settings["k"], p=settings["p"], **common)
+                                                  k=settings["k"], p=p, **common)
         return token_ids[:, 1:], scores  # (batch, max_length), (batch,)

@@ -274,3 +274,46 @@ def test_compile_loop_compiles_on_tensorflow_and_jax_and_runs_eagerly_without_gr
         assert len(runs) == 1
     if backend == "tensorflow":  # only a jit_compile=True function has XLA compiler IR
         assert "HloModule" in compiled.experimental_get_compiler_ir(ops.ones((3,)))(stage="hlo")
+
+
+@pytest.mark.parametrize("model_kind", ["language_model", "seq2seq"])
+def test_another_temperature_p_or_length_penalty_reuses_the_compiled_loop_and_takes_effect(model_kind):
+    """Temperature, p and the length penalty reach the compiled loop as run-time numbers: a new value compiles
+    nothing (on TensorFlow each XLA compile took seconds), and the loop compiled for one value gives, for another,
+    exactly what a loop compiled first for that other value gives."""
+    from keras_tfm.models import Seq2SeqTransformer
+
+    keras.utils.set_random_seed(4)
+    if model_kind == "language_model":
+        model = TransformerLM(vocab_size=13, dim=16, depth=1, num_heads=2, mlp_dim=32, max_length=12)
+        ids = np.array([[5, 9, 2], [3, 0, 0]], "int32")
+
+        def generate(**kwargs):
+            return model.generate(ids, 5, seed=2, return_scores=True, **kwargs)
+    else:
+        model = Seq2SeqTransformer(13, 13, dim=16, encoder_depth=1, decoder_depth=1, num_heads=2, mlp_dim=32,
+                                   max_length=8)
+        ids = np.array([[5, 9, 2, 7], [3, 4, 0, 0]], "int32")
+
+        def generate(**kwargs):
+            return model.generate(ids, 6, start_id=1, end_id=12, seed=2, return_scores=True, **kwargs)
+
+    traces = []
+    decode = model._decode
+    model._decode = lambda *args, **kwargs: traces.append(1) or decode(*args, **kwargs)  # counts Python runs
+    settings = [dict(strategy="top_p", temperature=1.0, p=0.9), dict(strategy="top_p", temperature=2.5, p=0.5),
+                dict(strategy="beam", num_beams=2, length_penalty=1.0),
+                dict(strategy="beam", num_beams=2, length_penalty=0.0, temperature=0.5)]
+    reused = [generate(**kwargs) for kwargs in settings]
+    assert len(model._generate_functions) == 2  # one loop per strategy, not per number
+    if keras.backend.backend() != "torch":  # PyTorch runs the loop eagerly: every call is a Python run
+        assert len(traces) == 2, "a new temperature, p or length penalty traced and compiled the loop again"
+    # The numbers take effect: the second setting of each strategy, run by the loop the first one compiled, gives
+    # what a loop compiled first for it gives.
+    for kwargs, (tokens, scores) in zip(settings[1::2], reused[1::2]):
+        model._generate_functions.clear()
+        fresh_tokens, fresh_scores = generate(**kwargs)
+        np.testing.assert_array_equal(tokens, fresh_tokens, err_msg=str(kwargs))
+        np.testing.assert_allclose(scores, fresh_scores, rtol=1e-6, err_msg=str(kwargs))
+    assert not np.allclose(reused[0][1], reused[1][1])  # a hotter, narrower sampling scores differently
+    assert not np.allclose(reused[2][1], reused[3][1])  # and so does the other length penalty
