@@ -211,7 +211,9 @@ def keras_io_vit(train_images, num_classes, version="2021"):
     """The keras.io ViT: 72x72 images in 6x6 patches, 8 blocks, tokens flattened into a [2048, 1024] MLP head."""
     size = KERAS_IO_VIT_VERSIONS[version]
     augmentation = keras.Sequential([
-        layers.Normalization(),  # adapted below to the training images' mean and variance
+        # Adapted below to the training images' mean and variance; in float32 under a mixed policy too (its
+        # statistics are float32 variables, which adapting in bfloat16 cannot update).
+        layers.Normalization(dtype="float32"),
         layers.Resizing(72, 72),
         layers.RandomFlip("horizontal"),
         layers.RandomRotation(0.02),

@@ -71,8 +71,14 @@ def test_the_keras_io_models_take_ours_path_unless_told_float32(monkeypatch):
     try:
         model = benchmark.keras_io_cct(num_classes=10)
         branch = benchmark.StochasticDepth(0.5)(keras.ops.ones((8, 4, 2)), training=True)
+        images = np.random.default_rng(0).integers(0, 256, (4, 32, 32, 3)).astype("uint8")
+        vit = benchmark.keras_io_vit(images, num_classes=10)  # adapts its Normalization to the images
     finally:
         keras.config.set_dtype_policy(previous)
+    normalization = vit.get_layer("data_augmentation").layers[0]
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(normalization.mean).ravel(),
+                               images.reshape(-1, 3).mean(0), rtol=1e-5)  # adapted, in float32
+    assert keras.backend.standardize_dtype(vit(images.astype("float32")).dtype) == "float32"
     attention = [layer for layer in model.layers if isinstance(layer, keras.layers.MultiHeadAttention)]
     assert attention and all(layer.compute_dtype == "bfloat16" for layer in attention)
     assert keras.backend.standardize_dtype(branch.dtype) == "bfloat16"
