@@ -234,7 +234,8 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
         """Generates target token ids for a batch of sources.
 
         The decoding loop is compiled once per setting (strategy, lengths, tokens, beams, k, cache; not per
-        temperature, p or length penalty): XLA on TensorFlow, `jax.jit` on JAX; on PyTorch it runs eagerly (a Python loop under `torch.no_grad()`, see `keras_tfm.models.generation.compile_loop`).
+        temperature, p or length penalty): XLA on TensorFlow, `jax.jit` on JAX; on PyTorch it runs eagerly (a
+        Python loop under `torch.no_grad()`, see `keras_tfm.models.generation.compile_loop`).
 
         Args:
             source_ids: `(batch, source_len)` int ids (0 = padding).
