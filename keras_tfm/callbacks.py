@@ -501,10 +501,16 @@ class TimeBudget(keras.callbacks.Callback):
     many steps, so the learning rate reaches 0 at the planned end. The budget counts `fit` from its start:
     training and validation, not data loading or model building. The first training step, which traces and
     compiles the step function, is left out of the estimate (its time is replaced by that of an average step);
-    validation's own tracing is not, so the estimate is on the safe side. An epoch estimated to end past the
-    budget is not started; if later epochs turn out slower, training stops sooner, at the end of the epoch that
-    passes the budget. The first epoch itself runs on the schedule made before (`--epochs` long), which only
-    makes its warm-up slower. A resumed run gets the whole budget again.
+    validation's own tracing is not, so the estimate is on the safe side.
+
+    After every later epoch the estimate is made again from the mean duration of the epochs so far. When the
+    planned end no longer fits (the machine got slower, or another process shares it), the plan is shortened to
+    the epochs that do and the schedule re-planned, so the decay still ends inside the budget; the learning rate
+    then steps down to where the shorter cosine is. A plan is never lengthened: faster epochs end the run early
+    with the decay complete, rather than raising the learning rate again. If an epoch still passes the budget,
+    training stops at its end. The first epoch itself runs on the schedule made before (`--epochs` long), which
+    only makes its warm-up slower. A resumed run gets the whole budget again. `plans` lists `(epochs done,
+    epochs planned)` for the first plan and every shortening.
 
     Args:
         minutes: the budget, a positive number of minutes.
@@ -538,6 +544,8 @@ class TimeBudget(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self.started = self.clock()
         self.planned_epochs = None
+        self.plans = []
+        self.durations = []  # seconds of each epoch of this fit (the first without its tracing step)
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch_started = self.clock()
@@ -554,27 +562,35 @@ class TimeBudget(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         now = self.clock()
         elapsed, budget = now - self.started, 60.0 * self.minutes
+        seconds = now - self.epoch_started
         if self.planned_epochs is None:
-            seconds = now - self.epoch_started
-            steps = self.last[0] + 1 if self.last else 1
+            self.steps = self.last[0] + 1 if self.last else 1
             if self.last and self.last[0] > self.first[0]:
                 # The first execution, with tracing and compilation, counted as an average one.
                 average_step = (self.last[1] - self.first[1]) / (self.last[0] - self.first[0])
                 seconds -= (self.first[1] - self.epoch_started) - average_step * (self.first[0] + 1)
-            seconds = max(seconds, 1e-9)
-            more = max(int((budget - elapsed) // seconds), 0)  # whole epochs of this length still fitting
-            most = self.params.get("epochs") if self.params else None
-            self.planned_epochs = min(epoch + 1 + more, most) if most else epoch + 1 + more
+        self.durations.append(max(seconds, 1e-9))
+        pace = sum(self.durations) / len(self.durations)
+        fitting = epoch + 1 + max(int((budget - elapsed) // pace), 0)  # this many epochs end inside the budget
+        most = self.params.get("epochs") if self.params else None
+        fitting = min(fitting, most) if most else fitting
+        if self.planned_epochs is None or fitting < self.planned_epochs:
+            first = self.planned_epochs is None
+            self.planned_epochs = fitting
+            self.plans.append((epoch + 1, fitting))
             if self.schedule is not None:
-                self.schedule.plan(self.planned_epochs * steps)
+                self.schedule.plan(fitting * self.steps)
                 if keras.backend.backend() == "jax" and getattr(self.model, "jit_compile", False):
                     # A jitted JAX step receives only the model's, optimizer's and metrics' variables; it read
-                    # the schedule's planned length as a constant when it was traced. Trace it again (once).
+                    # the schedule's planned length as a constant when it was traced. Trace it again.
                     self.model.make_train_function(force=True)
-            if self.verbose:
+            if self.verbose and first:
                 print(f"time budget {self.minutes:g} min: {elapsed:.0f} s used by the first epoch, about "
-                      f"{seconds:.0f} s per epoch from now on, so training is planned for {self.planned_epochs} "
-                      f"epochs of {steps} steps")
+                      f"{pace:.0f} s per epoch from now on, so training is planned for {fitting} "
+                      f"epochs of {self.steps} steps")
+            elif self.verbose:
+                print(f"time budget {self.minutes:g} min: epochs take {pace:.0f} s on average, so the plan is "
+                      f"shortened to {fitting} epochs ({elapsed:.0f} s used)")
         if elapsed >= budget or epoch + 1 >= self.planned_epochs:
             self.model.stop_training = True
 
