@@ -510,7 +510,8 @@ class TimeBudget(keras.callbacks.Callback):
     with the decay complete, rather than raising the learning rate again. If an epoch still passes the budget,
     training stops at its end. The first epoch itself runs on the schedule made before (`--epochs` long), which
     only makes its warm-up slower. A resumed run gets the whole budget again. `plans` lists `(epochs done,
-    epochs planned)` for the first plan and every shortening.
+    epochs planned)` for the first plan and every shortening. A jitted JAX step is traced and compiled again for
+    each plan (it reads the planned length as a constant); the other backends read it from a variable.
 
     Args:
         minutes: the budget, a positive number of minutes.
