@@ -565,7 +565,10 @@ class TimeBudget(keras.callbacks.Callback):
         elapsed, budget = now - self.started, 60.0 * self.minutes
         seconds = now - self.epoch_started
         if self.planned_epochs is None:
-            self.steps = self.last[0] + 1 if self.last else 1
+            # Keras' step count where it knows one: with steps_per_execution = k the last call's index is that of
+            # the k-th step of the last execution even when the epoch ends before it.
+            known = self.params.get("steps") if self.params else None
+            self.steps = known or (self.last[0] + 1 if self.last else 1)
             if self.last and self.last[0] > self.first[0]:
                 # The first execution, with tracing and compilation, counted as an average one.
                 average_step = (self.last[1] - self.first[1]) / (self.last[0] - self.first[0])

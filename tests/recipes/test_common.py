@@ -206,13 +206,14 @@ class FakeClock:
         return Tick()
 
 
-def _budget_run(minutes, seconds_per_batch, epochs=50, first_step=None):
-    """A tiny model trained on 4 batches per epoch under a `TimeBudget` with a fake clock."""
+def _budget_run(minutes, seconds_per_batch, epochs=50, first_step=None, steps_per_execution=1):
+    """A tiny model trained on 4 batches per epoch under a `TimeBudget` with a fake clock (which counts
+    `seconds_per_batch` per execution of `steps_per_execution` batches)."""
     keras.utils.set_random_seed(0)
     x = np.random.default_rng(0).normal(size=(32, 3)).astype("float32")
     schedule = PlannedWarmupCosine(0.1, total_steps=epochs * 4, warmup_fraction=0.25)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-    model.compile(optimizer=keras.optimizers.SGD(schedule), loss="mse")
+    model.compile(optimizer=keras.optimizers.SGD(schedule), loss="mse", steps_per_execution=steps_per_execution)
     clock = FakeClock(seconds_per_batch, first_step)
     budget = TimeBudget(minutes, schedule, clock=clock, verbose=False)
     history = model.fit(x, x[:, :1], batch_size=8, epochs=epochs, callbacks=[clock.callback(), budget], verbose=0)
@@ -226,6 +227,17 @@ def test_time_budget_plans_the_schedule_for_the_epochs_that_fit():
     assert int(keras.ops.convert_to_numpy(schedule.total_steps)) == 16  # the learning rate reaches 0 at the end
     assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 16
     assert float(schedule(16)) == 0.0 and float(schedule(4)) == pytest.approx(0.1)  # warm-up: 1 of 4 epochs
+
+
+def test_time_budget_counts_the_real_steps_when_steps_per_execution_does_not_divide_the_epoch():
+    # 4 batches in executions of 3: Keras reports the second (one batch) as ending at step index 5. Two 10 s
+    # executions per epoch, so 9 epochs fit in 3 minutes: 36 steps, and the learning rate reaches 0 at the last.
+    if keras.backend.backend() == "torch":
+        pytest.skip("Keras runs one step per execution on PyTorch")
+    epochs, budget, schedule, model = _budget_run(3, [10.0], steps_per_execution=3)
+    assert budget.plans == [(1, 9)] and epochs == 9
+    assert int(keras.ops.convert_to_numpy(schedule.total_steps)) == 36
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 36 and float(schedule(36)) == 0.0
 
 
 def test_time_budget_shortens_the_plan_when_epochs_get_slower_so_the_decay_ends_inside_the_budget():
