@@ -503,7 +503,8 @@ class TimeBudget(keras.callbacks.Callback):
     compiles the step function, is left out of the estimate (its time is replaced by that of an average step);
     validation's own tracing is not, so the estimate is on the safe side.
 
-    After every later epoch the estimate is made again from the mean duration of the epochs so far. When the
+    After every later epoch the estimate is made again from the mean duration of the epochs so far, each timed
+    from the end of the one before (so what other callbacks do between epochs, a checkpoint, counts). When the
     planned end no longer fits (the machine got slower, or another process shares it), the plan is shortened to
     the epochs that do and the schedule re-planned, so the decay still ends inside the budget; the learning rate
     then steps down to where the shorter cosine is. A plan is never lengthened: faster epochs end the run early
@@ -546,7 +547,7 @@ class TimeBudget(keras.callbacks.Callback):
         self.started = self.clock()
         self.planned_epochs = None
         self.plans = []
-        self.durations = []  # seconds of each epoch of this fit (the first without its tracing step)
+        self.durations = []  # seconds of each epoch of this fit, end to end (the first without its tracing step)
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch_started = self.clock()
@@ -563,7 +564,10 @@ class TimeBudget(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         now = self.clock()
         elapsed, budget = now - self.started, 60.0 * self.minutes
-        seconds = now - self.epoch_started
+        # From the end of the epoch before: what the other callbacks do between epochs (checkpoints, pictures)
+        # takes the budget's time too.
+        seconds = now - (self.epoch_started if self.planned_epochs is None else self.previous_end)
+        self.previous_end = now
         if self.planned_epochs is None:
             # Keras' step count where it knows one: with steps_per_execution = k the last call's index is that of
             # the k-th step of the last execution even when the epoch ends before it.

@@ -206,9 +206,21 @@ class FakeClock:
         return Tick()
 
 
-def _budget_run(minutes, seconds_per_batch, epochs=50, first_step=None, steps_per_execution=1):
+class _SlowSave(keras.callbacks.Callback):
+    """Takes `seconds` of the fake clock at every epoch end, after the callbacks before it (as a checkpoint does)."""
+
+    def __init__(self, clock, seconds):
+        super().__init__()
+        self.clock, self.seconds = clock, seconds
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.clock.now += self.seconds
+
+
+def _budget_run(minutes, seconds_per_batch, epochs=50, first_step=None, steps_per_execution=1, save_seconds=0):
     """A tiny model trained on 4 batches per epoch under a `TimeBudget` with a fake clock (which counts
-    `seconds_per_batch` per execution of `steps_per_execution` batches)."""
+    `seconds_per_batch` per execution of `steps_per_execution` batches, and `save_seconds` after each epoch's
+    end has reached the budget)."""
     keras.utils.set_random_seed(0)
     x = np.random.default_rng(0).normal(size=(32, 3)).astype("float32")
     schedule = PlannedWarmupCosine(0.1, total_steps=epochs * 4, warmup_fraction=0.25)
@@ -216,7 +228,8 @@ def _budget_run(minutes, seconds_per_batch, epochs=50, first_step=None, steps_pe
     model.compile(optimizer=keras.optimizers.SGD(schedule), loss="mse", steps_per_execution=steps_per_execution)
     clock = FakeClock(seconds_per_batch, first_step)
     budget = TimeBudget(minutes, schedule, clock=clock, verbose=False)
-    history = model.fit(x, x[:, :1], batch_size=8, epochs=epochs, callbacks=[clock.callback(), budget], verbose=0)
+    callbacks = [clock.callback(), budget, _SlowSave(clock, save_seconds)]
+    history = model.fit(x, x[:, :1], batch_size=8, epochs=epochs, callbacks=callbacks, verbose=0)
     return len(history.epoch), budget, schedule, model
 
 
@@ -249,6 +262,15 @@ def test_time_budget_shortens_the_plan_when_epochs_get_slower_so_the_decay_ends_
     assert budget.plans == [(1, 7), (2, 6), (3, 5)] and (budget.planned_epochs, epochs) == (5, 5)
     assert budget.durations == [40.0, 60.0, 60.0, 60.0, 60.0]  # 280 s: inside the budget
     assert int(keras.ops.convert_to_numpy(schedule.total_steps)) == 20
+    assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 20 and float(schedule(20)) == 0.0
+
+
+def test_time_budget_counts_the_time_between_epochs_too():
+    # Epochs of 40 s, each followed by 20 s of saving after TimeBudget has seen the epoch end: the same budget and
+    # plans as the slower epochs above. Timed only from epoch begin to end, every epoch would look like 40 s, and
+    # the plan would be shortened late: (3, 6), then (5, 5) at the last epoch, with the decay not finished.
+    epochs, budget, schedule, model = _budget_run(5, [10.0], save_seconds=20.0)
+    assert budget.plans == [(1, 7), (2, 6), (3, 5)] and epochs == 5
     assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 20 and float(schedule(20)) == 0.0
 
 
