@@ -564,11 +564,12 @@ class TimeBudget(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         now = self.clock()
         elapsed, budget = now - self.started, 60.0 * self.minutes
+        first = self.planned_epochs is None  # the first epoch of this fit: plan from it
         # From the end of the epoch before: what the other callbacks do between epochs (checkpoints, pictures)
         # takes the budget's time too.
-        seconds = now - (self.epoch_started if self.planned_epochs is None else self.previous_end)
+        seconds = now - (self.epoch_started if first else self.previous_end)
         self.previous_end = now
-        if self.planned_epochs is None:
+        if first:
             # Keras' step count where it knows one: with steps_per_execution = k the last call's index is that of
             # the k-th step of the last execution even when the epoch ends before it.
             known = self.params.get("steps") if self.params else None
@@ -582,8 +583,7 @@ class TimeBudget(keras.callbacks.Callback):
         fitting = epoch + 1 + max(int((budget - elapsed) // pace), 0)  # this many epochs end inside the budget
         most = self.params.get("epochs") if self.params else None
         fitting = min(fitting, most) if most else fitting
-        if self.planned_epochs is None or fitting < self.planned_epochs:
-            first = self.planned_epochs is None
+        if first or fitting < self.planned_epochs:
             self.planned_epochs = fitting
             self.plans.append((epoch + 1, fitting))
             if self.schedule is not None:
