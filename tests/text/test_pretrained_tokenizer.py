@@ -1,5 +1,7 @@
 """PretrainedTokenizer reads a checkpoint's tokenizer.json and gives the ids `transformers`' tokenizer gives."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -75,3 +77,23 @@ def test_bad_arguments_are_named(folder, tmp_path):
         tokenizer([3])
     with pytest.raises(ValueError, match="one text per text"):
         tokenizer(["a", "b"], pairs=["c"])
+
+
+def _resident_mb():
+    with open("/proc/self/status") as file:
+        return int(file.read().split("VmRSS:")[1].split()[0]) / 1024
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the resident size from /proc")
+def test_head_and_tail_memory_does_not_grow_with_the_number_of_texts(folder):
+    """Long texts cut head-and-tail leave behind only the id arrays (the old path kept ~1 MB per IMDB review)."""
+    words = "the film was great and too long , i loved it but the plot was bad".split()
+    texts = [" ".join(words[(i + j) % len(words)] for j in range(600)) for i in range(60)]  # 600 pieces each
+    tokenizer = PretrainedTokenizer(folder, max_length=32, truncation="head_tail")
+    tokenizer(texts[:5])  # the tokenizer's own start-up allocations
+    before = _resident_mb()
+    for _ in range(2):
+        ids = tokenizer(texts)["token_ids"]
+    grown = _resident_mb() - before
+    assert ids.shape == (60, 32) and (ids[:, -1] != 0).all()  # every text was cut to 32 pieces
+    assert grown < 40, f"resident memory grew by {grown:.0f} MB for 120 texts of 600 pieces"
