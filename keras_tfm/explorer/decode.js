@@ -13,7 +13,7 @@ function decodeMaps(data) { // the page's data -> [epoch][layer] Uint8Array (hea
   return data.maps.map((snapshot, epoch) => snapshot.map((text, j) => {
     const L = data.layers[j], bytes = decodeBase64(text), size = L.heads * L.queries.length * L.keys.length;
     if (bytes.length !== size) {
-      throw new Error("layer '" + L.name + "' of epoch " + data.epochs[epoch] + " holds " + bytes.length
+      throw new Error("layer '" + L.name + "' of snapshot " + data.epochs[epoch] + " holds " + bytes.length
         + " weights, not heads x queries x keys = " + size);
     }
     return bytes;

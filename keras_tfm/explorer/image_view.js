@@ -81,6 +81,6 @@ function renderImage() {
     : D.layers[Number(state.imageLayer)].name + ", " + (state.imageHead === "mean" ? "mean of heads" : "head " + state.imageHead);
   const query = state.query === null ? "all patches (mean)" : state.query < I.prefix ? "[CLS]" : "patch " + (state.query - I.prefix)
     + " (row " + Math.floor((state.query - I.prefix) / I.columns) + ", column " + ((state.query - I.prefix) % I.columns) + ")";
-  $("image-readout").textContent = "query: " + query + ". " + what + ", epoch " + D.epochs[state.epoch]
+  $("image-readout").textContent = "query: " + query + ". " + what + ", " + frameLabel(state.epoch)
     + ". Patch weights from " + fmt(low) + " (dark) to " + fmt(high) + " (bright); " + I.rows + "×" + I.columns + " patches.";
 }

@@ -7,7 +7,7 @@ const $ = (id) => document.getElementById(id);
 const SVG = "http://www.w3.org/2000/svg";
 const maps = decodeMaps(D); // [epoch][layer] -> uint8 (heads, q, k)
 const weights = maps.map((snapshot) => snapshot.map((bytes, j) => layerWeights(bytes, D.layers[j], D.levels)));
-const state = { epoch: D.epochs.length - 1, view: D.views[0], headLayer: D.start.headLayer, active: [], hover: null,
+const state = { epoch: D.epochs.length - 1, view: D.views[0], headLayer: D.start.headLayer, active: [], hover: null, links: "all", merge: false, change: null,
                 detail: null, imageLayer: D.start.imageLayer, imageHead: "mean", query: null };
 
 function weight(epoch, layer, head, q, k) { return weights[epoch][layer](head, q, k); }
@@ -23,7 +23,7 @@ function el(tag, attrs, parent, ns) {
 }
 
 // ---- tabs and epoch slider --------------------------------------------------------------------------------
-const NAMES = { head: "head view", model: "model view", image: "image view" };
+const NAMES = { head: "head view", model: "model view", image: "image view", change: "change view" };
 for (const view of D.views) {
   const button = el("button", { id: "tab-" + view, type: "button" }, $("tabs"));
   button.textContent = NAMES[view];
@@ -47,14 +47,17 @@ if (D.epochs.length > 1) {
   });
 }
 
+// What a snapshot is: "before fine-tuning", "epoch 0.25", "epoch 3" (pages written before labels: "epoch N").
+function frameLabel(i) { return D.labels ? D.labels[i] : "epoch " + D.epochs[i]; }
+
 // ---- all together -------------------------------------------------------------------------------------------
 function render() {
-  for (const view of ["head", "model", "image"]) {
+  for (const view of ["head", "model", "image", "change"]) {
     $("view-" + view).hidden = state.view !== view;
     const tab = $("tab-" + view);
     if (tab) tab.classList.toggle("active", state.view === view);
   }
-  $("epoch-label").textContent = "epoch " + D.epochs[state.epoch];
+  $("epoch-label").textContent = frameLabel(state.epoch);
   const note = (id, text) => { $(id).textContent = text; $(id).hidden = !text; };
   note("head-note", queryNote(D.layers[state.headLayer]));
   const decoder = D.layers.find((L) => queryNote(L));
@@ -62,9 +65,11 @@ function render() {
   if (state.view === "head") renderHead();
   if (state.view === "model") renderModel();
   if (state.view === "image") renderImage();
+  if (state.view === "change") renderChange();
 }
 if (D.views.includes("head")) setupHead();
 setupModel();
 if (D.views.includes("image")) setupImage();
+if (D.views.includes("change")) setupChange();
 render();
 window.explorer = { data: D, state: state, render: render };

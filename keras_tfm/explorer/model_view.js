@@ -54,7 +54,7 @@ function renderModel() {
   $("model-detail").hidden = !state.detail;
   if (state.detail) {
     const L = D.layers[state.detail.layer];
-    $("detail-title").textContent = L.name + ", head " + state.detail.head + " (epoch " + D.epochs[state.epoch] + ")";
+    $("detail-title").textContent = L.name + ", head " + state.detail.head + " (" + frameLabel(state.epoch) + ")";
     const canvas = $("detail-canvas");
     paint(canvas, state.detail.layer, state.detail.head, 420);
     const cellWidth = canvas.width / L.keys.length, cellHeight = canvas.height / L.queries.length;

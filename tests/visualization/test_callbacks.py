@@ -32,9 +32,13 @@ def test_image_callback_writes_pngs_tensorboard_and_arrays(tmp_path):
                                     log_dir=str(tmp_path / "logs"), save_arrays=True)
     fit(model, x, y, [callback, PositionEncodingPlot("patch_embedding", output_dir=tmp_path / "positions")])
     names = sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "maps" / "*")))
-    assert names == [
-        "epoch_001_attention.npz", "epoch_001_block_1_heads.png", "epoch_001_rollout_0.png", "epoch_001_rollout_1.png",
-        "epoch_002_attention.npz", "epoch_002_block_1_heads.png", "epoch_002_rollout_0.png", "epoch_002_rollout_1.png",
+    assert names == [  # frame 0 (before training), then every epoch with how far each head moved since
+        "before_attention.npz",
+        "epoch_000_attention.npz", "epoch_000_block_1_heads.png", "epoch_000_rollout_0.png", "epoch_000_rollout_1.png",
+        "epoch_001_attention.npz", "epoch_001_block_1_heads.png", "epoch_001_change.png", "epoch_001_rollout_0.png",
+        "epoch_001_rollout_1.png",
+        "epoch_002_attention.npz", "epoch_002_block_1_heads.png", "epoch_002_change.png", "epoch_002_rollout_0.png",
+        "epoch_002_rollout_1.png",
     ]
     for path in glob.glob(str(tmp_path / "maps" / "*.png")):
         width, height = png_size(path)
@@ -202,3 +206,45 @@ def test_terminate_on_nan_stops_within_its_interval_and_keeps_keras_dispatch_asy
     assert stop.stopped_at == (0, None)  # the default: caught at the end of the first epoch
     with pytest.raises(ValueError, match=r"`every` must be None or a positive integer.*every=0"):
         TerminateOnNaN(every=0)
+
+
+def test_history_starts_before_training_labels_frames_and_ends_with_the_last_epoch(tmp_path):
+    """Frame 0 is the model before fit; frames are named by `epoch_label`; a run shorter than `every_n_epochs`
+    still writes its pictures and the page it promises (drawn at the end of training)."""
+    import json
+
+    from keras_tfm.explorer import data_path
+
+    keras.utils.set_random_seed(0)
+    model = TextClassifier(vocab_size=10, max_length=8, dim=16, depth=2, num_heads=2, mlp_dim=32)
+    x = padded_ids([3, 6, 5, 4], 6, 10)
+    y = np.array([0, 1, 0, 1])
+    callback = AttentionMapCallback(x[:2], output_dir=tmp_path, tokens=[f"w{i}" for i in range(10)], html=True,
+                                    class_names=["neg", "pos"], labels=y[:2], every_n_epochs=10,
+                                    before_label="before fine-tuning", epoch_label=lambda e: f"epoch {e / 2:g}")
+    model.compile_for_training()
+    model.fit(x, y, epochs=3, batch_size=2, callbacks=[callback], verbose=0)
+    with open(data_path(callback.html_path)) as file:
+        data = json.load(file)
+    assert data["labels"] == ["before fine-tuning", "epoch 1.5"] and data["epochs"] == ["0", "3"]
+    assert "change" in data["views"]
+    names = {os.path.basename(p) for p in callback.written}
+    assert {"epoch_000_tokens_0.png", "epoch_003_tokens_0.png", "epoch_003_change.png",
+            "epoch_003_change_row.png"} <= names
+    assert os.path.exists(callback.html_path)
+    titles = callback._predicted_names()
+    assert titles[0].startswith("true: neg, predicted: ") and " (p = 0." in titles[0]
+
+
+def test_a_resumed_run_keeps_its_first_frame(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = TextClassifier(vocab_size=10, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    x, y = padded_ids([3, 6], 6, 10), np.array([0, 1])
+    model.compile_for_training()
+    first = AttentionMapCallback(x, output_dir=tmp_path, html=True)
+    model.fit(x, y, epochs=1, callbacks=[first], verbose=0)
+    before = np.load(tmp_path / "before_attention.npz")["map_0"]
+    again = AttentionMapCallback(x, output_dir=tmp_path, html=True)
+    model.fit(x, y, epochs=2, initial_epoch=1, callbacks=[again], verbose=0)
+    assert not any("epoch_000" in p for p in again.written)  # not drawn again from the trained model
+    np.testing.assert_array_equal(np.load(tmp_path / "before_attention.npz")["map_0"], before)

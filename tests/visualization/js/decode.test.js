@@ -23,7 +23,7 @@ test("decodeMaps decodes every epoch and layer and checks their sizes", () => {
   assert.deepStrictEqual(maps.map((s) => s.map((m) => m.length)), [[12, 1], [12, 1]]);
   assert.strictEqual(maps[1][0][5], 255);
   data.maps[1][1] = base64([1, 2]);
-  assert.throws(() => decodeMaps(data), /layer 'block_1' of epoch 2 holds 2 weights, not heads x queries x keys = 1/);
+  assert.throws(() => decodeMaps(data), /layer 'block_1' of snapshot 2 holds 2 weights, not heads x queries x keys = 1/);
 });
 
 test("layerWeights reads (head, query, key) in that order and divides by the levels", () => {
