@@ -109,6 +109,12 @@ def parse_args(argv):
         parser.error("--encoder and --pretrain-epochs exclude each other: fine-tune a saved encoder, or pre-train one")
     if args.pretrained and (args.encoder or args.pretrain_epochs):
         parser.error("--pretrained excludes --encoder and --pretrain-epochs: it fine-tunes a downloaded checkpoint")
+    if args.pretrained and args.distribute != "none":
+        parser.error(f"--pretrained trains on one device: --distribute {args.distribute} is not supported with it "
+                     "(its length-bucketed batches are not split over devices)")
+    if args.predict is not None and not all(text.strip() for text in args.predict[1:]):
+        parser.error("--predict: every text must hold at least one non-blank character (an empty text has no "
+                     "words to classify)")
     if args.sequence_length is None:
         args.sequence_length = 256 if args.pretrained else 400
     if args.epochs is None:  # a pretrained encoder: one epoch of 22,500 reviews fits an hour on 2 cores with bf16

@@ -11,8 +11,8 @@ function changesAt(epoch) { // [layer] -> Float64Array(heads): change from snaps
 function setupChange() {
   const heads = Math.max(...D.layers.map((L) => L.heads)), grid = $("change-grid");
   grid.style.gridTemplateColumns = "auto repeat(" + heads + ", 46px)";
-  el("span", {}, grid);
-  for (let h = 0; h < heads; h++) el("span", { class: "collabel" }, grid).textContent = "head " + h;
+  el("span", { class: "collabel" }, grid).textContent = "head →";
+  for (let h = 0; h < heads; h++) el("span", { class: "collabel" }, grid).textContent = String(h);
   D.layers.forEach((L, j) => {
     el("span", { class: "label" }, grid).textContent = L.name;
     for (let h = 0; h < heads; h++) {
@@ -29,11 +29,14 @@ function setupChange() {
   });
 }
 
+const SPECIAL = /^(\[[A-Z]+\]|<\/?s>)$/; // [CLS], [SEP], <s>, </s>: they hold much of the weight, drawn grey
+
 function tokenRow(box, labels, values, high) { // tokens with a background shade by weight
   box.textContent = "";
   labels.forEach((label, k) => {
     const s = el("span", { class: "change-token", title: label + ": " + fmt(values[k]) }, box);
     s.textContent = label;
+    if (SPECIAL.test(label)) { s.style.background = "#ddd"; return; }
     s.style.background = "rgba(197,48,48," + Math.min(1, values[k] / high).toFixed(3) + ")";
     if (values[k] / high > 0.6) s.style.color = "#fff";
   });
@@ -61,8 +64,7 @@ function renderChange() {
   const L = D.layers[state.change.layer], h = state.change.head;
   const before = attentionRow(weights[0][state.change.layer], L, [h], 0);
   const now = attentionRow(weights[state.epoch][state.change.layer], L, [h], 0);
-  const special = (t) => /^(\[[A-Z]+\]|<\/?s>)$/.test(t); // [CLS] and [SEP] hold much of the weight: off the shade
-  const top = Math.max(1e-9, ...L.keys.map((t, k) => special(t) ? 0 : Math.max(before[k], now[k])));
+  const top = Math.max(1e-9, ...L.keys.map((t, k) => SPECIAL.test(t) ? 0 : Math.max(before[k], now[k])));
   $("change-title").textContent = L.name + ", head " + h + ": what “" + L.queries[0] + "” reads, "
     + frameLabel(0) + " and " + frameLabel(state.epoch);
   $("change-before-label").textContent = frameLabel(0);

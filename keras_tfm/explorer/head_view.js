@@ -15,6 +15,12 @@ function headTokens() {
   return { queries: q.labels, keys: k.labels, weight: mergedWeight(base, q.groups, k.groups) };
 }
 
+function movedMost(layer) { // the head of `layer` whose attention moved most from the first snapshot to the last
+  if (D.epochs.length < 2) return 0;
+  const change = headChange(weights[0][layer], weights[D.epochs.length - 1][layer], D.layers[layer]);
+  return strongest(change, 1)[0];
+}
+
 function hasPieces() { return D.layers.some((L) => L.keys.some((t) => t.startsWith("##"))); }
 
 function setupHead() {
@@ -33,7 +39,10 @@ function setupHead() {
 function headToggles() {
   const L = D.layers[state.headLayer], box = $("head-toggles");
   box.textContent = "";
-  state.active = [...Array(L.heads).keys()];
+  // A long text opens on one head (the one that moved most since the first snapshot, where there are two), else
+  // every head: twelve heads' links over 60 tokens are a tangle. Click the heads to add others.
+  const long = Math.max(L.queries.length, L.keys.length) > LONG;
+  state.active = long ? [movedMost(state.headLayer)] : [...Array(L.heads).keys()];
   for (let h = 0; h < L.heads; h++) {
     const t = el("span", { class: "toggle", "data-head": h, title: "click: on/off, double-click: only this head" }, box);
     el("span", { class: "swatch", style: "background:" + PALETTE[h % PALETTE.length] }, t);

@@ -16,6 +16,7 @@ folder (`keras_tfm.models.text_weights`). The same switches describe the 2017 pa
 """
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_tfm.layers import ClassToken, EncoderBlock, TokenEmbedding
@@ -178,7 +179,11 @@ class TextEncoder(PresetModel, keras.Model):
         else:
             token_ids, padding_mask, segment_ids = inputs, None, None
         if segment_ids is not None and not self.num_segments:
-            raise ValueError("`segment_ids` were given but this encoder has no segment table (num_segments=0).")
+            if isinstance(segment_ids, np.ndarray) and not segment_ids.any():
+                segment_ids = None  # all zero: nothing to add, as `transformers` ignores them
+            else:
+                raise ValueError("`segment_ids` were given but this encoder has no segment table (num_segments=0); "
+                                 "only all-zero segment ids can be left out.")
         token_ids = ops.convert_to_tensor(token_ids) if not isinstance(token_ids, keras.KerasTensor) else token_ids
         if padding_mask is None:
             padding_mask = ops.not_equal(token_ids, self.padding_id)

@@ -38,7 +38,9 @@ class PretrainedTokenizer:
 
     Returns:
         `{"token_ids", "padding_mask", "segment_ids"}`, int32 arrays `(len(texts), max_length)`, padded with the
-        checkpoint's padding id — what `TextEncoder` and `TextClassifier` take.
+        checkpoint's padding id — what `TextEncoder` and `TextClassifier` take. Without `segment_ids` where the
+        folder's `config.json` names a model that has no segment table (DistilBERT), as `transformers` gives no
+        `token_type_ids` for it.
 
     Example:
 
@@ -66,6 +68,7 @@ class PretrainedTokenizer:
         self.truncation = truncation
         self.head = head
         self.padding_id = self._padding_id(os.path.dirname(path))
+        self.segments = _has_segments(os.path.dirname(path))
 
     @property
     def vocab_size(self):
@@ -118,7 +121,10 @@ class PretrainedTokenizer:
                 token_ids[row, :len(ids)] = ids
                 padding_mask[row, :len(ids)] = 1
                 segment_ids[row, :len(ids)] = types
-        return {"token_ids": token_ids, "padding_mask": padding_mask, "segment_ids": segment_ids}
+        arrays = {"token_ids": token_ids, "padding_mask": padding_mask, "segment_ids": segment_ids}
+        if not self.segments:
+            del arrays["segment_ids"]
+        return arrays
 
     CHUNK = 1024  # texts encoded at a time
 
@@ -167,7 +173,7 @@ class PretrainedTokenizer:
         self.tokenizer.save(os.path.join(directory, "tokenizer.json"))
         with open(os.path.join(directory, "tokenizer_settings.json"), "w") as file:
             json.dump({"max_length": self.max_length, "truncation": self.truncation, "head": self.head,
-                       "padding_id": self.padding_id}, file, indent=2)
+                       "padding_id": self.padding_id, "segments": self.segments}, file, indent=2)
         return directory
 
     @classmethod
@@ -177,7 +183,17 @@ class PretrainedTokenizer:
             settings = json.load(file)
         tokenizer = cls(directory, settings["max_length"], settings["truncation"], settings["head"])
         tokenizer.padding_id = settings["padding_id"]
+        tokenizer.segments = settings.get("segments", True)
         return tokenizer
+
+
+def _has_segments(folder):
+    """Whether the checkpoint beside the tokenizer reads segment ids: not a DistilBERT (no token-type table)."""
+    path = os.path.join(folder, "config.json")
+    if not os.path.isfile(path):
+        return True  # a tokenizer alone: give them, as a BERT tokenizer does
+    with open(path) as file:
+        return json.load(file).get("model_type") != "distilbert"
 
 
 def _strings(name, texts):

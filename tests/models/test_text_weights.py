@@ -185,3 +185,26 @@ def test_architecture_arguments_cannot_be_overridden(tmp_path):
         TextEncoder.from_pretrained(folder, dim=64)
     encoder = TextEncoder.from_pretrained(folder, dropout=0.0, attention_dropout=0.0)
     assert encoder.dropout == 0.0 and encoder.attention_dropout == 0.0
+
+
+def test_a_folders_own_tokenizer_and_encoder_work_together(checkpoint):
+    """The tokenizer of a checkpoint folder written by `transformers` feeds that folder's encoder directly: a
+    DistilBERT (no segment table) gets no segment ids, even where its folder carries a BERT tokenizer.json (as
+    here: `DistilBertModel` takes no token_type_ids)."""
+    from keras_tfm.text import PretrainedTokenizer
+
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    model_type, folder, reference = checkpoint
+    texts = ["the film was great", "i hated the plot and the actors"]
+    ours = PretrainedTokenizer(folder, max_length=12)(texts)
+    theirs = transformers.AutoTokenizer.from_pretrained(folder)(texts, padding="max_length", max_length=12,
+                                                                return_tensors="pt")
+    assert ("segment_ids" in ours) == (model_type != "distilbert")  # DistilBertModel takes no token_type_ids
+    encoder = TextEncoder.from_pretrained(folder)
+    with torch.no_grad():
+        expected = reference(input_ids=theirs["input_ids"],
+                             attention_mask=theirs["attention_mask"]).last_hidden_state.numpy()
+    real = ours["padding_mask"].astype(bool)
+    np.testing.assert_allclose(states(encoder(ours))[real], expected[real], atol=2e-5)
