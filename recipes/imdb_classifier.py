@@ -52,7 +52,8 @@ PRESETS = tuple(sorted(TEXT_CLASSIFIER_PRESETS))
 POOLS = tuple(p for p in TEXT_CLASSIFIER_POOLS if p != "pooler")  # "pooler": pretrained BERTs (--pretrained)
 
 # Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
-MODEL_FLAGS = ("vocab_size", "sequence_length", "preset", "pool", "encoder", "pretrained")
+MODEL_FLAGS = ("vocab_size", "sequence_length", "preset", "pool", "encoder", "pretrained", "lora_rank",
+               "freeze_embeddings")
 
 
 def parse_args(argv):
@@ -70,8 +71,14 @@ def parse_args(argv):
     parser.add_argument("--label-smoothing", type=flags.fraction, default=0.0, help="label smoothing of the loss")
     parser.add_argument("--train-samples", type=flags.positive_int, default=None, help="use only this many (None = all)")
     parser.add_argument("--test-samples", type=flags.positive_int, default=None, help="use only this many (None = all)")
+    for action in parser._actions:
+        if action.dest == "epochs":
+            action.help = "training epochs (default: 3 from scratch, 1 with --pretrained: about an hour on 2 cores)"
+        if action.dest == "batch_size":
+            action.help = "batch size (default: 64 from scratch, 32 with --pretrained)"
     next(action for action in parser._actions if action.dest == "learning_rate").help = (
-        "peak learning rate (default: 1e-3 from scratch, 5e-4 when fine-tuning a pre-trained encoder)")
+        "peak learning rate (default: 1e-3 from scratch, 5e-4 fine-tuning our pre-trained encoder, 1e-4 a "
+        "--pretrained checkpoint, 5e-4 with --lora-rank)")
     parser.add_argument("--validation-fraction", type=flags.share, default=0.1,
                         help="share of the training reviews held out for validation (stratified, seeded)")
     parser.add_argument("--pretrain-epochs", type=flags.non_negative_int, default=0,
@@ -97,6 +104,12 @@ def parse_args(argv):
     parser.add_argument("--attention-dropout", type=flags.fraction, default=0.0,
                         help="with --pretrained: dropout on the attention weights (the checkpoints use 0.1; 0 lets "
                              "the fused attention kernel run: 20%% faster steps, measured on this machine's CPU)")
+    parser.add_argument("--lora-rank", type=flags.non_negative_int, default=0, metavar="R",
+                        help="with --pretrained: fine-tune rank-R LoRA updates of the attention's query and value "
+                             "projections and the head only, the checkpoint's weights frozen (0 = full fine-tune)")
+    parser.add_argument("--freeze-embeddings", action="store_true",
+                        help="with --pretrained: keep the word-piece table as the checkpoint has it (half of "
+                             "MiniLM's weights, which AdamW otherwise updates densely at every step)")
     parser.add_argument("--parts-per-epoch", type=flags.positive_int, default=4,
                         help="with --pretrained: attention pictures and checkpoints this many times per epoch")
     parser.add_argument("--predict", nargs="+", metavar=("RUN_DIR", "TEXT"),
@@ -109,6 +122,8 @@ def parse_args(argv):
         parser.error("--encoder and --pretrain-epochs exclude each other: fine-tune a saved encoder, or pre-train one")
     if args.pretrained and (args.encoder or args.pretrain_epochs):
         parser.error("--pretrained excludes --encoder and --pretrain-epochs: it fine-tunes a downloaded checkpoint")
+    if not args.pretrained and (args.lora_rank or args.freeze_embeddings):
+        parser.error("--lora-rank and --freeze-embeddings fine-tune a pretrained checkpoint: give --pretrained FOLDER")
     if args.pretrained and args.distribute != "none":
         parser.error(f"--pretrained trains on one device: --distribute {args.distribute} is not supported with it "
                      "(its length-bucketed batches are not split over devices)")
@@ -122,7 +137,8 @@ def parse_args(argv):
     if args.batch_size is None:
         args.batch_size = 32 if args.pretrained else 64
     if args.learning_rate is None:  # a pre-trained encoder is fine-tuned more gently than one trained from scratch
-        args.learning_rate = 1e-4 if args.pretrained else 5e-4 if (args.encoder or args.pretrain_epochs) else 1e-3
+        args.learning_rate = ((5e-4 if args.lora_rank else 1e-4) if args.pretrained
+                              else 5e-4 if (args.encoder or args.pretrain_epochs) else 1e-3)
     if args.pretrained and args.weight_decay == 0.05:
         args.weight_decay = 0.01  # BERT's
     if args.quick:
@@ -286,6 +302,15 @@ def fine_tune_pretrained(args, extra_callbacks=()):
     print(f"{len(y_train)} training, {len(y_val)} validation and {len(y_test)} test reviews; {config['model_type']} "
           f"tokenizer, {args.sequence_length} word pieces ({args.truncation}), {cut:.0%} of reviews cut")
     print(f"{model.encoder.count_params():,} pretrained weights loaded in {model.encoder.load_seconds:.1f} s")
+    if args.lora_rank:
+        model.enable_lora(args.lora_rank)
+    if args.freeze_embeddings:
+        model.freeze_token_embedding()
+    if args.lora_rank or args.freeze_embeddings:
+        trainable = sum(int(np.prod(v.shape)) for v in model.trainable_weights)
+        print(f"training {trainable:,} of {model.count_params():,} weights"
+              + (f" (LoRA rank {args.lora_rank} on the query and value projections, and the head)" if args.lora_rank
+                 else " (the word-piece table frozen)"))
 
     # Batches of reviews of similar length, each padded to its bucket's length (keras_tfm.data.LengthBuckets).
     parts = args.parts_per_epoch

@@ -19,6 +19,7 @@ from keras_tfm.layers import _checks
 from keras_tfm.layers.dropout import Dropout
 from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel, compile_classifier
+from keras_tfm.models._lora import ParameterEfficient
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
 from keras_tfm.models.text_encoder import TextEncoder, symbolic_inputs
 from keras_tfm.presets import TEXT_CLASSIFIER_POOLS as POOLS
@@ -29,7 +30,7 @@ ENCODER_SIZES = ("vocab_size", "max_length", "dim", "depth", "num_heads", "mlp_d
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class TextClassifier(PresetModel, keras.Model):
+class TextClassifier(ParameterEfficient, PresetModel, keras.Model):
     """Classifies token sequences with a Transformer encoder (`TextEncoder`) and a linear head.
 
     Layer names: `encoder` (the `TextEncoder`, whose own layers are `token_embedding`, `class_token`, `block_0` ...,

@@ -24,6 +24,7 @@ from keras_tfm.layers import _checks
 from keras_tfm.layers.dropout import Dropout
 from keras_tfm.models import text_weights
 from keras_tfm.models._base import PresetModel
+from keras_tfm.models._lora import ParameterEfficient
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
 
 INPUT_NAMES = ("token_ids", "padding_mask", "segment_ids")
@@ -37,7 +38,7 @@ def symbolic_inputs(num_segments):
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class TextEncoder(PresetModel, keras.Model):
+class TextEncoder(ParameterEfficient, PresetModel, keras.Model):
     """A stack of `EncoderBlock`s over token embeddings: the backbone of every keras_tfm text model.
 
     Layer names: `token_embedding`, `segment_embedding` (with `num_segments`), `embedding_norm` (with
@@ -85,6 +86,9 @@ class TextEncoder(PresetModel, keras.Model):
     (1, 5, 32)
     >>> bert = TextEncoder.from_pretrained("all-MiniLM-L6-v2")  # doctest: +SKIP
     """
+
+    lora_trainable_layers = ()  # a backbone alone: only the LoRA updates learn
+
 
     RENAMED_ARGUMENTS = {"activation": "mlp_activation"}
     PRESETS = TEXT_CLASSIFIER_PRESETS

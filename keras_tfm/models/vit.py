@@ -18,13 +18,14 @@ from keras_tfm.layers import _checks
 from keras_tfm.layers.dropout import Dropout
 from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel, compile_classifier
+from keras_tfm.models._lora import ParameterEfficient
 from keras_tfm.models.presets import VIT_PRESETS
 
 POOLS = ("cls", "mean", "sequence")
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class ViT(PresetModel, keras.Model):
+class ViT(ParameterEfficient, PresetModel, keras.Model):
     """A Vision Transformer classifier (or feature extractor), built functionally from keras_tfm layers.
 
     Layer names: `rescaling` (when `rescale`), `patch_embedding`, `block_0` ... `block_{depth-1}`,

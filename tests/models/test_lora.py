@@ -1,0 +1,71 @@
+"""Parameter-efficient fine-tuning: `enable_lora` (Keras' LoRA on our attention projections) and a frozen
+word-piece table, on TextEncoder, TextClassifier and ViT."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_tfm
+from keras_tfm.models import TextClassifier, TextEncoder, ViT
+
+
+def small_classifier():
+    keras.utils.set_random_seed(0)
+    return TextClassifier(vocab_size=30, max_length=10, dim=16, depth=2, num_heads=2, mlp_dim=32, num_classes=2)
+
+
+def ids_and_labels():
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, 30, (16, 10)).astype("int32")
+    return ids, (ids[:, 0] > 15).astype("int32")
+
+
+def test_lora_starts_where_the_model_was_and_trains_only_the_updates_and_the_head(tmp_path):
+    model = small_classifier()
+    ids, labels = ids_and_labels()
+    before = keras.ops.convert_to_numpy(model(ids))
+    frozen = {v.path: keras.ops.convert_to_numpy(v).copy() for v in model.weights}
+    trainable = model.enable_lora(4)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model(ids)), before, atol=1e-6)  # B starts at zero
+    names = sorted(v.path for v in model.trainable_weights)
+    assert names and all("lora_kernel" in n or n.startswith("head/") or n.endswith("/bias") for n in names), names
+    assert sum("lora_kernel_a" in n for n in names) == 2 * 2  # query and value of both blocks
+    assert trainable == sum(int(np.prod(v.shape)) for v in model.trainable_weights) < model.count_params() / 4
+    model.compile_for_training(keras.optimizers.Adam(1e-2))
+    model.fit(ids, labels, epochs=3, batch_size=8, verbose=0)
+    for v in model.weights:  # nothing frozen moved
+        if v.path in frozen and not v.trainable and "kernel" in v.path and "lora" not in v.path:
+            np.testing.assert_array_equal(keras.ops.convert_to_numpy(v), frozen[v.path], err_msg=v.path)
+    after = keras.ops.convert_to_numpy(model(ids))
+    assert np.abs(after - before).max() > 1e-3  # the updates learned
+    path = str(tmp_path / "lora.keras")
+    model.save(path)  # Keras merges A·B into each kernel
+    loaded = keras_tfm.load_model(path)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(ids)), after, atol=1e-5)
+    assert not any("lora" in v.path for v in loaded.weights)
+
+
+def test_lora_on_a_backbone_and_a_vit_and_bad_arguments():
+    encoder = TextEncoder(vocab_size=30, max_length=10, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    encoder.enable_lora(2, targets=("query", "key", "value", "output"))
+    assert all("lora_kernel" in v.path or v.path.endswith("/bias") for v in encoder.trainable_weights)
+    vit = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    vit.enable_lora(2)
+    assert any(v.path.startswith("head/") for v in vit.trainable_weights)
+    with pytest.raises(ValueError, match="rank.*Received: rank=0"):
+        small_classifier().enable_lora(0)
+    with pytest.raises(ValueError, match="targets.*'keys'"):
+        small_classifier().enable_lora(2, targets=("keys",))
+
+
+def test_a_frozen_token_table_stays_as_it_was():
+    model = small_classifier()
+    ids, labels = ids_and_labels()
+    model.freeze_token_embedding()
+    table = model.encoder.get_layer("token_embedding")
+    kept = [keras.ops.convert_to_numpy(v).copy() for v in table.weights]
+    assert not any(v.trainable for v in table.weights)
+    model.compile_for_training(keras.optimizers.Adam(1e-2))
+    model.fit(ids, labels, epochs=1, batch_size=8, verbose=0)
+    for v, old in zip(table.weights, kept):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(v), old)
