@@ -479,16 +479,18 @@ def plot_curves(history, path):
     return path
 
 
-def finish(model, output_dir, args, metrics, started, extra=None, scratch=()):
+def finish(model, output_dir, args, metrics, started, extra=None, scratch=(), save_model=True):
     """Saves `model.keras`, `curves.png` and `summary.json` (the recipe, metrics, flags, wall time, the run's
     segments from run.json and the `extra` dict); returns the summary dict. Once `model.keras` has been loaded
     back, the per-epoch `checkpoint.keras` and the `scratch` folders under `output_dir` (weights kept only for
     training, such as translate's averaging snapshots) are deleted: a finished run keeps one model. A non-chief
-    worker's folder is deleted afterwards."""
-    path = os.path.join(output_dir, "model.keras")
-    with runs.uninterrupted():
-        model.save(path)
-    keras.saving.load_model(path)  # raises if the file cannot be read back: the checkpoint is kept then
+    worker's folder is deleted afterwards. `save_model=False`: the recipe saved the model elsewhere already (one
+    model file per run)."""
+    if save_model:
+        path = os.path.join(output_dir, "model.keras")
+        with runs.uninterrupted():
+            model.save(path)
+        keras.saving.load_model(path)  # raises if the file cannot be read back: the checkpoint is kept then
     checkpoint = os.path.join(output_dir, "checkpoint.keras")
     if os.path.exists(checkpoint):
         os.remove(checkpoint)

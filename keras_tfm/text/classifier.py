@@ -131,9 +131,16 @@ class TextClassifierPipeline:
         return [self.class_names[i] for i in self.predict(texts, batch_size).argmax(-1)]
 
     def save(self, directory):
-        """Writes the model, the vocabulary and `classifier.json` into `directory` (created)."""
+        """Writes the model (its weights and architecture, without the optimizer's state: predicting never reads
+        it, and AdamW's two moments are twice the weights), the vocabulary or tokenizer and `classifier.json` into
+        `directory` (created)."""
         os.makedirs(directory, exist_ok=True)
-        self.model.save(os.path.join(directory, "model.keras"))
+        optimizer = getattr(self.model, "optimizer", None)
+        self.model.optimizer = None  # saved without it, then given back: the model can train on
+        try:
+            self.model.save(os.path.join(directory, "model.keras"))
+        finally:
+            self.model.optimizer = optimizer
         if self.tokenizer is not None:
             self.tokenizer.save(os.path.join(directory, "tokenizer"))
             with open(os.path.join(directory, "classifier.json"), "w") as file:

@@ -49,3 +49,22 @@ def test_presets_and_errors():
         TextClassifier(pool="max", **{k: v for k, v in SMALL.items()})
     with pytest.raises(ValueError, match=r"Unknown TextClassifier preset"):
         TextClassifier.from_preset("xl", vocab_size=10, max_length=8)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="a SavedModel export is written with TensorFlow")
+def test_exports_for_serving_taking_the_tokenizers_ids(tmp_path):
+    """`model.export(path)` writes a SavedModel whose `serve` takes the dict a PretrainedTokenizer gives (token ids,
+    padding mask, segment ids) and returns the logits `predict` returns."""
+    import tensorflow as tf
+
+    from keras_tfm.models import TextEncoder
+
+    encoder = TextEncoder(vocab_size=30, max_length=12, dim=16, depth=1, num_heads=2, mlp_dim=32, num_segments=2)
+    model = TextClassifier(encoder=encoder, num_classes=2, pool="cls")
+    ids = padded_ids([5, 9, 3], 12, 30)
+    inputs = {"token_ids": ids, "padding_mask": (ids != 0).astype("int32"), "segment_ids": np.zeros_like(ids)}
+    expected = model.predict(inputs, verbose=0)
+    model.export(str(tmp_path / "served"), verbose=False)
+    served = tf.saved_model.load(str(tmp_path / "served"))
+    outputs = served.serve({name: tf.constant(value) for name, value in inputs.items()})
+    np.testing.assert_allclose(outputs.numpy(), expected, atol=1e-5)

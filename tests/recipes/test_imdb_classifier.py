@@ -191,17 +191,19 @@ def test_quick_fine_tune_of_a_pretrained_checkpoint(tmp_path, capsys):
     assert policy in ("float32", "mixed_bfloat16") and flags["jit"] in ("auto", True, False)
     assert re.search(rf"^{policy}, jit_compile={flags['jit']!r}: ", printed, re.MULTILINE)
     assert "32 word pieces (head_tail)" in printed
-    for name in ("model.keras", "summary.json", "curves.png", "classifier/model.keras", "classifier/classifier.json",
-                 "classifier/tokenizer/tokenizer.json", "attention/attention.html"):
+    for name in ("summary.json", "curves.png", "classifier/model.keras", "classifier/classifier.json",
+                 "classifier/tokenizer/tokenizer.json", "attention/attention.html", "review_0.png"):
         assert os.path.getsize(output_dir / name) > 0, name
-    assert {f"epoch_00{i}_tokens_0.png" for i in (1, 2, 3, 4)} <= set(os.listdir(output_dir / "attention"))
+    assert not os.path.exists(output_dir / "model.keras")  # one model file per run: the pipeline's
+    assert {f"epoch_00{i}_tokens_0.png" for i in (0, 1, 2, 3, 4)} <= set(os.listdir(output_dir / "attention"))
     saved = json.loads((output_dir / "summary.json").read_text())
     assert saved["pretrained"]["model_type"] == "bert" and 0 <= saved["metrics"]["test_accuracy"] <= 1
     history = common.read_history(output_dir)
     assert len(history["loss"]) == 4  # the epoch in four parts
 
-    model = keras.saving.load_model(output_dir / "model.keras")
+    model = keras.saving.load_model(output_dir / "classifier" / "model.keras")
     assert isinstance(model, TextClassifier) and model.pool == "pooler" and model.encoder.norm_first is False
+    assert model.optimizer is None or not model.optimizer.variables  # no optimizer state stored
     pipeline = TextClassifierPipeline.load(output_dir / "classifier")
     texts = ["the film was great", "dull and too long"]
     ids = pipeline.tokenizer(texts)
