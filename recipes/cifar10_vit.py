@@ -107,7 +107,7 @@ def parse_args(argv):
                              "epochs later shorten the plan (--epochs is then the most); None = exactly --epochs")
     args = parser.parse_args(argv)
     if args.quick:
-        args.epochs, args.train_samples, args.test_samples = 1, 384, 128
+        flags.apply_quick(args, epochs=1, train_samples=384, test_samples=128)
         if args.validation_images is not None:
             args.validation_images = min(args.validation_images, 64)
     args.preset = args.preset or ("tiny" if args.quick else "small")

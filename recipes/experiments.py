@@ -69,8 +69,8 @@ def parse_args(argv):
     parser.add_argument("--quick", action="store_true", help="a few seconds per experiment: checks that it runs")
     args = parser.parse_args(argv)
     if args.quick:  # tiny data, and no graph tracing: eager steps are faster than compiling for a few batches
-        args.epochs, args.train_samples, args.test_samples, args.max_digits = 1, 128, 32, 5
-        args.seeds = min(args.seeds, 2)  # two: enough to exercise the mean and spread
+        flags.apply_quick(args, epochs=1, train_samples=128, test_samples=32, max_digits=5,
+                          seeds=lambda n: min(n, 2))  # two seeds: enough to exercise the mean and spread
     return args
 
 

@@ -142,3 +142,21 @@ def import_tensorflow_quietly():
         os.dup2(saved, 2)
         os.close(saved)
         os.close(null)
+
+
+def given(args, name):
+    """Whether the flag of `args.<name>` was written on the command line (`--train-samples 5`, `--epochs=3`)."""
+    flag = "--" + name.replace("_", "-")
+    return any(word == flag or word.startswith(flag + "=") for word in getattr(args, "argv", []))
+
+
+def apply_quick(args, **sizes):
+    """`--quick`: sets each `args.<name>` to its quick value (a value, or a function of the current one), except
+    the flags written on the command line, which are honoured; prints what it set and what it kept, so that
+    `--quick --epochs 6` runs 6 epochs and says so."""
+    kept = {name: getattr(args, name) for name in sizes if given(args, name)}
+    for name, value in sizes.items():
+        if name not in kept:
+            setattr(args, name, value(getattr(args, name)) if callable(value) else value)
+    changed = ", ".join(f"{name}={getattr(args, name)}" for name in sizes if name not in kept)
+    print(f"--quick: {changed}" + (f"; as given: {', '.join(f'{n}={v}' for n, v in kept.items())}" if kept else ""))

@@ -142,10 +142,9 @@ def parse_args(argv):
     if args.pretrained and args.weight_decay == 0.05:
         args.weight_decay = 0.01  # BERT's
     if args.quick:
-        args.epochs, args.preset, args.vocab_size, args.sequence_length = 1, "tiny", 2000, min(args.sequence_length, 64)
-        args.train_samples, args.test_samples = min(args.train_samples or 400, 400), min(args.test_samples or 200, 200)
-        args.pretrain_epochs = min(args.pretrain_epochs, 1)
-        args.unlabelled_samples = min(args.unlabelled_samples or 400, 400)
+        flags.apply_quick(args, epochs=1, preset="tiny", vocab_size=2000, sequence_length=lambda n: min(n, 64),
+                          train_samples=400, test_samples=200, pretrain_epochs=lambda n: min(n, 1),
+                          unlabelled_samples=400)
     return args
 
 

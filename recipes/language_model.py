@@ -54,8 +54,8 @@ def parse_args(argv):
     if args.sample is not None and len(args.sample) < 2:
         parser.error("--sample needs a run folder and at least one prompt: --sample RUN_DIR \"prompt\" ...")
     if args.quick:  # a smoke test of the whole pipeline: a tiny model, a few steps, short samples
-        args.preset, args.epochs, args.steps_per_epoch = "tiny", min(args.epochs, 2), min(args.steps_per_epoch, 20)
-        args.sample_tokens, args.num_samples = min(args.sample_tokens, 80), 1
+        flags.apply_quick(args, preset="tiny", epochs=lambda n: min(n, 2), steps_per_epoch=lambda n: min(n, 20),
+                          sample_tokens=lambda n: min(n, 80), num_samples=1)
     return args
 
 

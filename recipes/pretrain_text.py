@@ -52,8 +52,8 @@ def parse_args(argv):
     if args.text_dir is None and args.text_file is None:
         parser.error("give the text to pre-train on: --text-dir FOLDER and/or --text-file FILE")
     if args.quick:
-        args.epochs, args.preset, args.vocab_size = 1, "tiny", 2000
-        args.sequence_length, args.max_documents = min(args.sequence_length, 64), min(args.max_documents or 400, 400)
+        flags.apply_quick(args, epochs=1, preset="tiny", vocab_size=2000, sequence_length=lambda n: min(n, 64),
+                          max_documents=400)
     return args
 
 

@@ -37,8 +37,8 @@ def parse_args(argv):
     parser.add_argument("--preset", choices=PRESETS, default="tiny", help="model size")
     args = parser.parse_args(argv)
     if args.quick:  # a smoke test of the whole pipeline: tiny data, at most 2 epochs
-        args.epochs = min(args.epochs, 2)
-        args.train_samples, args.test_samples, args.max_digits = 512, 64, min(args.max_digits, 6)
+        flags.apply_quick(args, epochs=lambda n: min(n, 2), train_samples=512, test_samples=64,
+                          max_digits=lambda n: min(n, 6))
     return args
 
 

@@ -104,12 +104,9 @@ def parse_args(argv):
     if args.max_length < 4:
         parser.error(f"argument --max-length: must be at least 4 (start, a token, end), got {args.max_length}")
     if args.quick:  # a smoke test: tiny model, a few hundred pairs, 2 epochs
-        args.epochs, args.preset = min(args.epochs, 2), "tiny"
-        args.vocab_size = min(args.vocab_size, 600)
-        args.train_samples = min(args.train_samples or 1000, 1000)
-        args.test_samples = min(args.test_samples or 16, 16)
-        args.max_length, args.num_beams = min(args.max_length, 48), min(args.num_beams, 2)
-        args.average_last = min(args.average_last, 2)
+        flags.apply_quick(args, epochs=lambda n: min(n, 2), preset="tiny", vocab_size=lambda n: min(n, 600),
+                          train_samples=1000, test_samples=16, max_length=lambda n: min(n, 48),
+                          num_beams=lambda n: min(n, 2), average_last=lambda n: min(n, 2))
     return args
 
 

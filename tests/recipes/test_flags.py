@@ -1,0 +1,20 @@
+"""`--quick` honours the size flags written on the command line and says what it set (recipes/flags.py)."""
+
+from recipes import imdb_classifier, reverse_digits, translate
+
+
+def test_quick_keeps_an_explicit_epochs_and_says_so(capsys):
+    args = reverse_digits.parse_args(["--quick", "--epochs", "6"])
+    assert args.epochs == 6 and args.train_samples == 512  # the rest shrinks
+    assert "as given: epochs=6" in capsys.readouterr().out
+    assert reverse_digits.parse_args(["--quick"]).epochs == 2
+    args = translate.parse_args(["--quick", "--train-samples=3000"])
+    assert args.train_samples == 3000 and args.epochs == 2
+
+
+def test_imdb_defaults_by_path_and_quick():
+    scratch, pretrained = imdb_classifier.parse_args([]), imdb_classifier.parse_args(["--pretrained", "folder"])
+    assert (scratch.epochs, scratch.batch_size, scratch.learning_rate) == (3, 64, 1e-3)
+    assert (pretrained.epochs, pretrained.batch_size, pretrained.learning_rate) == (1, 32, 1e-4)
+    assert imdb_classifier.parse_args(["--pretrained", "folder", "--lora-rank", "8"]).learning_rate == 5e-4
+    assert imdb_classifier.parse_args(["--quick", "--epochs", "2"]).epochs == 2
