@@ -253,7 +253,8 @@ def test_save_keeps_the_data_beside_the_page_for_resume(tmp_path):
     assert page_data(page.read_text(encoding="utf-8")) == history.data()
     page.write_text("not the page any more", encoding="utf-8")  # resume reads the data, never the HTML
     again = AttentionHistory(tokens=["a", "b", "c"]).add(snapshot(), epoch=3)
-    assert again.resume(page) == 2 and again.epochs == ["1", "2", 3]
+    assert again.resume(page) == 2 and again.epochs == [1, 2, 3]  # numbers again, for ordering
+    assert again.labels == ["epoch 1", "epoch 2", "epoch 3"]
     assert again.data()["maps"][:2] == history.data()["maps"]
     other = AttentionHistory(tokens=["a", "b", "x"]).add(snapshot(), epoch=3)
     assert other.resume(page) == 0  # other labels: another sample, start afresh
@@ -298,7 +299,8 @@ def test_callback_keeps_one_page_with_every_drawn_epoch(tmp_path):
     model.fit(x, np.arange(8) % 2, epochs=2, batch_size=4, verbose=0, callbacks=[callback])
     assert callback.written.count(callback.html_path) == 1 and callback.html_path == str(tmp_path / "attention.html")
     data = page_data(pathlib.Path(callback.html_path).read_text(encoding="utf-8"))
-    assert data["epochs"] == ["1", "2"] and data["views"] == ["image", "model"]
+    assert data["epochs"] == ["0", "1", "2"] and data["views"] == ["image", "model", "change"]
+    assert data["labels"] == ["before training", "epoch 1", "epoch 2"]
     assert (data["image"]["rows"], data["image"]["columns"], data["image"]["prefix"]) == (2, 2, 1)
 
 
@@ -394,7 +396,8 @@ def test_epoch_slider_switches_to_that_epochs_weights(browser, tmp_path):
     model = TextClassifier(vocab_size=12, max_length=6, dim=16, depth=1, num_heads=2, mlp_dim=32, dropout=0.0)
     ids = padded_ids([6] * 32 + [4] * 32, 6, 12, seed=2)
     labels = (ids[:, 0] > 6).astype("int32")
-    callback = AttentionMapCallback(ids[:1], output_dir=tmp_path, html=True, tokens=[f"w{i}" for i in range(12)])
+    callback = AttentionMapCallback(ids[:1], output_dir=tmp_path, html=True, tokens=[f"w{i}" for i in range(12)],
+                                    draw_before=False)  # frames = epochs here (the change view's test has frame 0)
     truth = []  # the maps of sample 0 after each epoch, read independently of the callback
     recorder = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: truth.append(
         attention_maps(model, ids[:1])["block_0"][0]))
@@ -415,6 +418,51 @@ def test_epoch_slider_switches_to_that_epochs_weights(browser, tmp_path):
             assert abs(shown - truth[epoch][head, 0, k]) <= SHOWN
         page.mouse.move(0, 0)
     assert max(abs(seen[0][hk] - seen[2][hk]) for hk in seen[0]) > 2 * SHOWN  # what is shown changed with the epoch
+    assert page.errors == []
+
+
+def test_change_view_shows_how_far_each_head_moved_most_changed_first(browser, tmp_path):
+    """The change view's numbers are `visualize.attention_change` between the first and the shown snapshot (within
+    the page's 8-bit rounding), its ranking opens on the most-changed head, and the [CLS] rows are drawn."""
+    from keras_tfm import visualize
+
+    rng = np.random.default_rng(3)
+    first = {f"block_{j}": rng.dirichlet(np.ones(5), (1, 3, 5)).astype("float32") for j in range(2)}
+    second = {name: m.copy() for name, m in first.items()}
+    second["block_1"][0, 2] = rng.dirichlet(np.ones(5), 5)  # head 2 of block_1 moves; nothing else does
+    history = AttentionHistory(tokens=["[CLS]", "a", "good", "film", "[SEP]"])
+    history.add(first, epoch=0, label="before fine-tuning").add(second, epoch=1)
+    page = browser.open(history.html(), tmp_path / "change.html")
+    page.click("#tab-change")
+    names, change = visualize.attention_change(first, second)
+    cells = page.locator("#change-grid .change-cell")
+    assert cells.count() == 6
+    shown = {(int(c.get_attribute("data-layer")), int(c.get_attribute("data-head"))): float(c.inner_text())
+             for c in cells.all()}
+    for (j, h), value in shown.items():
+        assert abs(value - change[j, h]) <= 0.01, (j, h, value, change[j, h])
+    assert page.locator("#change-ranking li").first.inner_text().startswith("block_1, head 2:")
+    assert "block_1, head 2" in page.inner_text("#change-title")
+    assert page.locator("#change-before .change-token").count() == 5
+    assert page.inner_text("#change-before-label") == "before fine-tuning"
+    assert page.errors == []
+
+
+def test_head_view_of_a_long_text_shows_one_head_its_strongest_links_and_joins_word_pieces(browser, tmp_path):
+    rng = np.random.default_rng(4)
+    tokens = ["[CLS]"] + [f"w{i}" if i % 5 else f"##p{i}" for i in range(1, 59)] + ["[SEP]"]  # 60 tokens
+    maps = {"block_0": rng.dirichlet(np.full(60, 0.3), (1, 4, 60)).astype("float32")}
+    page = browser.open(AttentionHistory(tokens=tokens).add(maps).html(), tmp_path / "long.html")
+    assert page.input_value("#head-links") == "3"  # a long text opens on the 3 strongest links per query
+    assert page.locator("#head-toggles .toggle:not(.off)").count() == 1  # and one head
+    lines = page.locator("#head-lines line").count()
+    assert 0 < lines <= 3 * 60 and "3 strongest links of each query" in page.inner_text("#head-readout")
+    page.select_option("#head-links", "all")
+    assert page.locator("#head-lines line").count() > lines
+    page.check("#head-merge")
+    words = page.locator("text.query-token").count()
+    assert words == 60 - sum(t.startswith("##") for t in tokens)  # "w4" + "##p5" -> one word "w4p5"
+    assert page.locator("text.query-token[data-index='4']").text_content() == "w4p5"
     assert page.errors == []
 
 
