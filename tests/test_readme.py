@@ -75,6 +75,13 @@ from tests.pretrained_checkpoints import write_checkpoint
 write_checkpoint("all-MiniLM-L6-v2", "bert")  # a tiny random BERT written by transformers, in the test's folder
 train_texts, train_labels = ["the film was great", "dull and too long"] * 4, [1, 0] * 4
 """
+SETUP["model: a TextClassifier from TextClassifier.from_pretrained(folder)"] = """
+from tests.pretrained_checkpoints import write_checkpoint
+from keras_tfm.models import TextClassifier
+from keras_tfm.text import PretrainedTokenizer
+folder, _ = write_checkpoint("tiny-bert", "bert")  # a tiny random BERT written by transformers
+model, tokenizer = TextClassifier.from_pretrained(folder, num_classes=2), PretrainedTokenizer(folder, max_length=16)
+"""
 SETUP["keras_tfm.load_model(run_folder)"] = """
 import os, tempfile
 import keras_tfm
