@@ -30,6 +30,9 @@ def main(argv=None):
     parser.add_argument("--precision", choices=("auto", "float32", "mixed_bfloat16"), default="auto")
     parser.add_argument("--attention-dropout", type=float, default=0.0)
     parser.add_argument("--threads", type=int, default=None, help="threads of each framework (default: all cores)")
+    parser.add_argument("--variants", nargs="+", choices=("full", "frozen_table", "lora"), default=["full"],
+                        help="ours fine-tuning every weight, with the word-piece table frozen, and/or LoRA rank 8 on "
+                             "the query and value projections (the head trains in every variant)")
     parser.add_argument("--jit", choices=("both", "on", "off"), default=None,
                         help="ours with jit_compile True and/or False (default: both; off on PyTorch, where it means "
                              "torch.compile)")
@@ -64,13 +67,19 @@ def main(argv=None):
     if args.jit is None:
         args.jit = "off" if keras.backend.backend() == "torch" else "both"
     for jit in {"both": (False, True), "on": (True,), "off": (False,)}[args.jit]:
-        model = TextClassifier.from_pretrained(args.pretrained, num_classes=2,
-                                               attention_dropout=args.attention_dropout)
-        model.compile(keras.optimizers.AdamW(2e-5, weight_decay=0.01, clipnorm=1.0),
-                      keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
-        batch = {"token_ids": ids, "padding_mask": mask}
-        steps[f"keras_tfm ({keras.backend.backend()}, {args.precision}{', jit' if jit else ''})"] = (
-            lambda model=model, batch=batch: model.train_on_batch(batch, labels))
+        for variant in args.variants:
+            model = TextClassifier.from_pretrained(args.pretrained, num_classes=2,
+                                                   attention_dropout=args.attention_dropout)
+            if variant == "lora":
+                model.enable_lora(8)
+            if variant == "frozen_table":
+                model.freeze_token_embedding()
+            model.compile(keras.optimizers.AdamW(2e-5, weight_decay=0.01, clipnorm=1.0),
+                          keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
+            batch = {"token_ids": ids, "padding_mask": mask}
+            what = "" if variant == "full" else f", {variant.replace('_', ' ')}"
+            steps[f"keras_tfm ({keras.backend.backend()}, {args.precision}{', jit' if jit else ''}{what})"] = (
+                lambda model=model, batch=batch: model.train_on_batch(batch, labels))
     keras.config.set_dtype_policy("float32")
 
     reference = transformers.AutoModelForSequenceClassification.from_pretrained(

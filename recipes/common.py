@@ -454,7 +454,13 @@ def read_history(output_dir):
         return {}
     with open(path, newline="") as file:
         rows = list(csv.DictReader(file))
-    return {key: [float(row[key]) for row in rows] for key in (rows[0] if rows else {})}
+    return {key: [_number(row[key]) for row in rows] for key in (rows[0] if rows else {})}
+
+
+def _number(text):
+    """A `history.csv` cell as a float: Keras' CSVLogger writes "NA" where an epoch has no value (validation run
+    only every few epochs, `validation_freq`), read as NaN, which the curves leave out."""
+    return float("nan") if text in ("NA", "") else float(text)
 
 
 def plot_curves(history, path):
@@ -466,7 +472,9 @@ def plot_curves(history, path):
     for ax, name in zip(axes, names):
         for key, label in ((name, "train"), (f"val_{name}", "validation")):
             if key in history:
-                ax.plot(np.asarray(epochs) + 1, history[key], marker="o", label=label)
+                values = np.asarray(history[key], dtype="float64")
+                shown = ~np.isnan(values)  # epochs without validation are left out, not drawn as gaps
+                ax.plot(np.asarray(epochs, dtype="float64")[shown] + 1, values[shown], marker="o", label=label)
         ax.set_xlabel("epoch")
         if len(epochs) <= 12:  # whole epochs, also when there is only one
             ax.set_xticks(np.asarray(epochs) + 1)

@@ -1,5 +1,7 @@
 """`--quick` honours the size flags written on the command line and says what it set (recipes/flags.py)."""
 
+import os
+
 from recipes import imdb_classifier, reverse_digits, translate
 
 
@@ -18,3 +20,15 @@ def test_imdb_defaults_by_path_and_quick():
     assert (pretrained.epochs, pretrained.batch_size, pretrained.learning_rate) == (1, 32, 1e-4)
     assert imdb_classifier.parse_args(["--pretrained", "folder", "--lora-rank", "8"]).learning_rate == 5e-4
     assert imdb_classifier.parse_args(["--quick", "--epochs", "2"]).epochs == 2
+
+
+def test_history_with_validation_on_some_epochs_only_reads_and_plots(tmp_path):
+    """Validation once per epoch of four parts (`validation_freq`): CSVLogger writes NA in the other rows."""
+    import math
+
+    from recipes import common
+
+    (tmp_path / "history.csv").write_text("epoch,loss,val_loss\n0,0.5,NA\n1,0.4,NA\n2,0.3,0.35\n")
+    history = common.read_history(tmp_path)
+    assert history["loss"] == [0.5, 0.4, 0.3] and math.isnan(history["val_loss"][0]) and history["val_loss"][2] == 0.35
+    assert os.path.getsize(common.plot_curves(history, tmp_path / "curves.png")) > 0
