@@ -198,9 +198,18 @@ class AttentionMapCallback(keras.callbacks.Callback):
         last = maps.records[-1]
         query_tokens, key_tokens = self._head_tokens(last)  # sample 0's real tokens: no padding drawn
         rows = visualize.DECODER_ROWS if last.kind in ("self", "cross") else "query (attending)"
-        figures.append((f"{last.name.replace('/', '-')}_heads", visualize.plot_attention_heads(
-            last.weights, query_tokens, key_tokens, title=f"{last.name}, {self.label(epoch)}, sample 0",
-            query_label=rows)))
+        if self.kind == "text" and query_tokens is not None and len(query_tokens) > self.LONG_TEXT:
+            # Every head's full map of a long review is a wall of unreadable labels: what each head's first
+            # token ([CLS], what the head of a classifier reads) attends to, one row per head, reads at 100%.
+            heads = last.weights.shape[1]
+            figures.append((f"{last.name.replace('/', '-')}_first_token_by_head", visualize.plot_alignment(
+                key_tokens, [f"head {h}" for h in range(heads)], last.weights[0, :, 0, :len(key_tokens)],
+                title=f"{last.name}, {self.label(epoch)}, sample 0: what {query_tokens[0]} attends to, per head",
+                xlabel="key (attended to)", ylabel="head")))
+        else:
+            figures.append((f"{last.name.replace('/', '-')}_heads", visualize.plot_attention_heads(
+                last.weights, query_tokens, key_tokens, title=f"{last.name}, {self.label(epoch)}, sample 0",
+                query_label=rows)))
         for name, figure in figures:
             path = os.path.join(self.output_dir, f"{prefix}_{name}.png")
             self.written.append(visualize.save_figure(figure, path))
@@ -213,6 +222,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
         if self.html:
             self._write_html(maps, epoch)
 
+    LONG_TEXT = 32  # tokens past which the last layer is drawn as its first token's row per head, not a head grid
     BEFORE_FILE = "before_attention.npz"  # frame 0's maps, every sample: what the change pictures compare with
 
     def _keep_before(self, maps):
