@@ -9,6 +9,8 @@ import pathlib
 
 import pytest
 
+pytestmark = pytest.mark.tensorflow_only(reason="the source's import rules: no backend code")
+
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_tfm"
 
 # Each part of keras_tfm and the parts it may import. "insight" = attention_probe, explorer, visualize, callbacks.

@@ -3,10 +3,13 @@
 Each check runs in a fresh interpreter: this one has imported Keras long ago.
 """
 
+import pytest
 import json
 import os
 import subprocess
 import sys
+
+pytestmark = pytest.mark.tensorflow_only(reason="imports in fresh interpreters on the default backend")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

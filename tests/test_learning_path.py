@@ -15,6 +15,8 @@ import shlex
 
 import pytest
 
+pytestmark = pytest.mark.tensorflow_only(reason="the docs' links and figures: no backend code")
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MAP = (ROOT / "docs" / "learning_path.md").read_text(encoding="utf-8")
 SPANS = sorted(set(re.findall(r"`([^`\n]+)`", MAP)))

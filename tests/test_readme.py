@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.tensorflow_only(reason="the docs' examples, run on the default backend")
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").glob("*.md"))]
 TEXTS = {page: (ROOT / page).read_text(encoding="utf-8") for page in PAGES}

@@ -12,6 +12,10 @@ import keras_tfm
 from keras_tfm.models import TextClassifier
 from tests.helpers import to_numpy
 
+pytestmark = pytest.mark.tensorflow_only(reason=(
+    "run folders and load_model's look-ups; .keras files across backends: "
+    "tests/models/test_cross_backend_saving.py"))
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -4,6 +4,10 @@ import pytest
 
 from keras_tfm.schedules import InverseSquareRootWarmup, WarmupLinearDecay
 
+pytestmark = pytest.mark.tensorflow_only(reason=(
+    "the same keras.ops code on every backend: the recipes' quick runs train and save it on JAX and "
+    "PyTorch"))
+
 
 def test_warmup_then_linear_decay_to_zero():
     schedule = WarmupLinearDecay(1e-4, total_steps=100, warmup_steps=10)

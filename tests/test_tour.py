@@ -8,6 +8,8 @@ import pytest
 
 from tests.helpers import load_script
 
+pytestmark = pytest.mark.tensorflow_only(reason="the notebook runs on the default backend")
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TOUR = ROOT / "docs" / "tour.ipynb"
 

@@ -8,6 +8,8 @@ import pytest
 from tests.data.samples import write_image_folder
 from tests.helpers import load_script
 
+pytestmark = pytest.mark.tensorflow_only(reason="a benchmark's end-to-end check on the default backend")
+
 
 def load_benchmark():
     return load_script("benchmarks/cifar10_budget.py")

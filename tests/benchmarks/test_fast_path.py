@@ -10,6 +10,9 @@ import pytest
 
 from tests.helpers import load_script
 
+pytestmark = pytest.mark.tensorflow_only(reason=(
+    "the fast-path benchmark measures every backend from one TensorFlow process"))
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 

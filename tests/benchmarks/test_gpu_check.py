@@ -11,6 +11,8 @@ import sys
 import keras
 import pytest
 
+pytestmark = pytest.mark.tensorflow_only(reason="the GPU check's dry run starts each backend in its own process")
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SECTIONS = ("devices", "fit: samples/s", "attention kernels", "compile counts")
 

@@ -8,6 +8,8 @@ import pytest
 
 from tests.helpers import load_script
 
+pytestmark = pytest.mark.tensorflow_only(reason="a benchmark's table logic, no backend code")
+
 
 def _ablation():
     return load_script("benchmarks/translate_ablation.py")

@@ -8,6 +8,8 @@ import pytest
 from keras_tfm.data import DataUnavailable, cifar10
 from tests.data.samples import write_image_folder
 
+pytestmark = pytest.mark.tensorflow_only(reason="tf.data and tensorflow-datasets loaders")
+
 
 def test_image_folder_loader_gives_uint8_images_and_shared_class_names(tmp_path):
     train, test, class_names = cifar10.load_image_folder(write_image_folder(tmp_path, 2, 1))

@@ -4,6 +4,8 @@ import pytest
 
 from keras_tfm.data import digits
 
+pytestmark = pytest.mark.tensorflow_only(reason="NumPy data generation, no backend code")
+
 
 def test_digit_tasks():
     source, target = digits.make_dataset(50, 5, "sort", seed=1)

@@ -8,6 +8,8 @@ import pytest
 
 from keras_tfm import data
 
+pytestmark = pytest.mark.tensorflow_only(reason="tensorflow-datasets downloads")
+
 
 def test_unreachable_tells_an_open_port_from_a_closed_one():
     with socket.socket() as server:

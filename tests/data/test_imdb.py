@@ -9,7 +9,7 @@ import pytest
 from keras_tfm.data import DataUnavailable, imdb
 from tests.data.samples import NEGATIVE, POSITIVE, write_acl_imdb
 
-pytestmark = pytest.mark.tensorflow_only  # the loaders and TextVectorization run on tf.data
+pytestmark = pytest.mark.tensorflow_only(reason="the loaders and TextVectorization run on tf.data")
 
 
 def test_standardize_lowercases_and_strips_line_breaks_and_punctuation():

@@ -6,7 +6,7 @@ import pytest
 from keras_tfm.data import stratified_split
 from keras_tfm.data.mlm import mask_tokens, masked_lm_dataset, max_predictions_for, vocabulary_with_mask
 
-pytestmark = pytest.mark.tensorflow_only  # tf.data
+pytestmark = pytest.mark.tensorflow_only(reason="tf.data")
 
 MASK, VOCAB = 2, 1000
 

@@ -10,6 +10,8 @@ import pytest
 from keras_tfm.data import translation
 from tests.data.samples import make_corpus, write, write_multi30k_folder
 
+pytestmark = pytest.mark.tensorflow_only(reason="tf.data loaders")
+
 
 @pytest.fixture(scope="module")
 def corpus_files(tmp_path_factory):

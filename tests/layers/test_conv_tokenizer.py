@@ -4,6 +4,10 @@ import pytest
 from keras_tfm.layers import ConvTokenizer, PatchEmbedding
 from tests.helpers import random_floats, to_numpy
 
+pytestmark = pytest.mark.tensorflow_only(reason=(
+    "the same keras.ops code on every backend: the layer contract (tests/layers/test_layer_contract.py) "
+    "and the recipes' quick runs train and save it on JAX and PyTorch"))
+
 
 def test_each_stage_halves_the_grid():
     assert tuple(ConvTokenizer(16, stages=1)(random_floats(2, 32, 24, 3)).shape) == (2, 16, 12, 16)

@@ -4,6 +4,10 @@ import pytest
 from keras_tfm.layers import PatchEmbedding, resample_position_embeddings, sincos_2d_position_encoding
 from tests.helpers import assert_close, random_floats, to_numpy
 
+pytestmark = pytest.mark.tensorflow_only(reason=(
+    "the same keras.ops code on every backend: the layer contract (tests/layers/test_layer_contract.py) "
+    "and the recipes' quick runs train and save it on JAX and PyTorch"))
+
 
 def test_shapes_with_and_without_class_token():
     images = random_floats(2, 32, 24, 3)

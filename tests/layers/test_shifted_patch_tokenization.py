@@ -4,6 +4,10 @@ import pytest
 from keras_tfm.layers import PatchEmbedding, ShiftedPatchTokenization
 from tests.helpers import random_floats, to_numpy
 
+pytestmark = pytest.mark.tensorflow_only(reason=(
+    "the same keras.ops code on every backend: the layer contract (tests/layers/test_layer_contract.py) "
+    "and the recipes' quick runs train and save it on JAX and PyTorch"))
+
 
 def test_the_image_and_its_four_diagonal_half_patch_shifts_are_stacked():
     layer = ShiftedPatchTokenization(4, 8)

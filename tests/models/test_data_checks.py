@@ -10,6 +10,8 @@ import tensorflow as tf
 from keras_tfm.models import Seq2SeqTransformer, TextClassifier, ViT, _data_checks
 from tests.helpers import to_numpy
 
+pytestmark = pytest.mark.tensorflow_only(reason="the data checks run in tf.data's background thread")
+
 VOCAB, CLASSES, LENGTH = 20, 3, 8
 
 

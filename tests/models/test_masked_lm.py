@@ -9,6 +9,10 @@ from keras_tfm.models import MaskedLanguageModel, TextClassifier
 from keras_tfm.models.masked_lm import GatherPositions
 from tests.helpers import to_numpy
 
+pytestmark = pytest.mark.tensorflow_only(reason=(
+    "the same keras.ops code on every backend: the model contract (tests/models/test_model_contract.py) "
+    "and the recipes' quick runs train and save it on JAX and PyTorch"))
+
 VOCAB = 40
 
 

@@ -12,6 +12,8 @@ import pytest
 from keras_tfm.models import Seq2SeqTransformer, TextClassifier, TextEncoder, TransformerLM, ViT
 from tests.helpers import to_numpy
 
+pytestmark = pytest.mark.tensorflow_only(reason="argument checks and presets: plain Python")
+
 IDS = np.array([[3, 5, 7, 2, 0, 0, 0, 0]], "int32")
 # (class, constructor arguments, the new name, a value other than its default, an input)
 CASES = {

@@ -12,6 +12,8 @@ from safetensors.numpy import save_file
 from keras_tfm.models import ViT, load_vit_weights
 from keras_tfm.models._safetensors import read_safetensors
 
+pytestmark = pytest.mark.tensorflow_only(reason="file parsing: plain Python and NumPy")
+
 
 def _write(path, **arrays):
     save_file({name: np.ascontiguousarray(array) for name, array in arrays.items()}, str(path))

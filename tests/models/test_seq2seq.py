@@ -7,6 +7,10 @@ from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentrop
 from keras_tfm.models import Seq2SeqTransformer
 from tests.helpers import END, MAX_DIGITS, START, VOCAB, reverse_digits, small_reverser, to_numpy
 
+pytestmark = pytest.mark.tensorflow_only(reason=(
+    "the same keras.ops code on every backend: the model contract (tests/models/test_model_contract.py) "
+    "and the recipes' quick runs train and save it on JAX and PyTorch"))
+
 small_model = small_reverser
 
 

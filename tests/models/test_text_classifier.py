@@ -5,6 +5,10 @@ import pytest
 from keras_tfm.models import TextClassifier
 from tests.helpers import padded_ids, to_numpy
 
+pytestmark = pytest.mark.tensorflow_only(reason=(
+    "the same keras.ops code on every backend: the model contract (tests/models/test_model_contract.py) "
+    "and the recipes' quick runs train and save it on JAX and PyTorch"))
+
 SMALL = dict(vocab_size=50, max_length=256, num_classes=2, dim=32, depth=2, num_heads=2, mlp_dim=64, dropout=0.0)
 
 

@@ -7,6 +7,10 @@ import pytest
 from keras_tfm.models import TextClassifier, TextEncoder
 from tests.helpers import padded_ids, to_numpy
 
+pytestmark = pytest.mark.tensorflow_only(reason=(
+    "the same keras.ops code on every backend: the model contract (tests/models/test_model_contract.py) "
+    "and the recipes' quick runs train and save it on JAX and PyTorch"))
+
 SMALL = dict(vocab_size=30, max_length=16, dim=16, depth=2, num_heads=2, mlp_dim=32)
 BERT_LIKE = dict(SMALL, position="learned", scale_embeddings=False, num_segments=2, embedding_norm=True,
                  norm_first=False, layer_norm_epsilon=1e-12, pooler=True, mlp_activation="gelu_tanh")

@@ -6,6 +6,10 @@ from keras_tfm.layers import EncoderBlock
 from keras_tfm.models import ViT
 from tests.helpers import to_numpy
 
+pytestmark = pytest.mark.tensorflow_only(reason=(
+    "the same keras.ops code on every backend: the model contract (tests/models/test_model_contract.py) "
+    "and the recipes' quick runs train and save it on JAX and PyTorch"))
+
 SMALL = dict(image_size=16, patch_size=4, num_classes=3, dim=32, depth=2, num_heads=2, mlp_dim=64)
 
 

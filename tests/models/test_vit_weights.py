@@ -12,6 +12,9 @@ from keras_tfm.models import VIT_PRESETS, ViT
 from keras_tfm.models.vit_weights import load_vit_weights
 from tests.helpers import to_numpy
 
+pytestmark = pytest.mark.tensorflow_only(reason=(
+    "checkpoint file porting, NumPy; the ported models' numbers are the contract's"))
+
 IMAGE, PATCH, DIM, DEPTH, HEADS, MLP, CLASSES = 16, 4, 16, 2, 2, 32, 5
 HEAD_DIM = DIM // HEADS
 GRID = IMAGE // PATCH

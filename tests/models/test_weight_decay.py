@@ -9,6 +9,9 @@ import pytest
 from keras_tfm.models import MaskedLanguageModel, Seq2SeqTransformer, TextClassifier, TransformerLM, ViT
 from tests.helpers import to_numpy
 
+pytestmark = pytest.mark.tensorflow_only(reason=(
+    "the optimizer's exemption lists, checked on TensorFlow (CI's time budget)"))
+
 
 def vit():
     return ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32,

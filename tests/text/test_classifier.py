@@ -9,7 +9,7 @@ from keras_tfm.models import TextClassifier
 from keras_tfm.text import TextClassifierPipeline
 from tests.helpers import to_numpy
 
-pytestmark = pytest.mark.tensorflow_only  # TextVectorization runs on TensorFlow strings
+pytestmark = pytest.mark.tensorflow_only(reason="TextVectorization runs on TensorFlow strings")
 
 VOCABULARY = ["", "[UNK]", "great", "film", "dull", "a", "the", "plot"]
 TEXTS = ["A GREAT film!<br /><br />Great.", "dull, dull plot", "Words it never saw", ""]

@@ -8,6 +8,8 @@ import pytest
 from keras_tfm.text import PretrainedTokenizer
 from tests.pretrained_checkpoints import transformers_or_skip, write_tokenizer
 
+pytestmark = pytest.mark.tensorflow_only(reason="HuggingFace tokenizers and NumPy: no backend code")
+
 TEXTS = ["The film was wonderful!", "I hated the plot, and the actors were not very good.", "dull",
          "A moving story. " * 12, "Ünknown wörds stay [UNK]", ""]
 

@@ -3,6 +3,8 @@ import pytest
 
 from keras_tfm.text import END, PAD, START, SubwordTokenizer, corpus_bleu
 
+pytestmark = pytest.mark.tensorflow_only(reason="SentencePiece and sacreBLEU: no backend code")
+
 ENGLISH = [
     "A man in an orange hat is looking at something.",
     "Two young children are playing in the sand near the water.",

@@ -5,6 +5,9 @@ from keras_tfm.models import Seq2SeqTransformer
 from keras_tfm.text import Translator, ValidationBLEU
 from keras_tfm.text import SubwordTokenizer
 
+pytestmark = pytest.mark.tensorflow_only(reason=(
+    "SentencePiece and tf.data; the translate quick run drives the Translator on every backend"))
+
 SENTENCES = ["A dog runs on the beach.", "Two men are talking.", "A girl with a red ball.", "The cat sleeps."]
 
 

@@ -24,6 +24,9 @@ from keras_tfm.models import TextClassifier, ViT
 from tests.helpers import padded_ids, reverse_digits, small_reverser
 from tests.visualization.browser import Browser, png_pixels, why_no_browser
 
+pytestmark = pytest.mark.tensorflow_only(reason=(
+    "the page's HTML and browser tests; the maps it shows are tested on every backend"))
+
 QUANTISATION = 1 / 510 + 1e-6  # 8 bits: round(w * 255) / 255 is within half a level of w
 SHOWN = 1e-2  # what the issue allows between a shown weight and the model's
 

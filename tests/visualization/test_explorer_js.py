@@ -14,6 +14,8 @@ import pytest
 from keras_tfm import visualize
 from keras_tfm.explorer import attention_html
 
+pytestmark = pytest.mark.tensorflow_only(reason="node runs the page's JavaScript: no backend code")
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 JS_TESTS = ROOT / "tests" / "visualization" / "js"
 ROLLOUT_JS = ROOT / "keras_tfm" / "explorer" / "rollout.js"
