@@ -57,7 +57,9 @@ class LengthBuckets(keras.utils.PyDataset):
             quantiles of the texts' lengths (`bucket_lengths_for(lengths, num_buckets)`).
         num_buckets: how many lengths when `bucket_lengths` is None.
         shuffle: shuffle the texts within each bucket and the order of the batches, anew for every pass; False
-            keeps the texts' order inside each bucket and the buckets' order (for scoring).
+            keeps the texts' order inside each bucket and the buckets' order (for scoring), but for the second
+            batch, which is always one of another length where there is one (Keras builds the TensorFlow backend's
+            input signature from the first two batches: their lengths must differ for the length to vary).
         passes: passes over the data this sequence holds (`len` = passes x batches per pass), so that `fit` with
             `steps_per_epoch` smaller than a pass (parts of an epoch) runs on without restarting.
         seed: random seed of the shuffling (the same seed gives the same batches).
@@ -118,6 +120,11 @@ class LengthBuckets(keras.utils.PyDataset):
                 batches += [(bucket, rows[i:i + self.batch_size]) for i in range(0, len(rows), self.batch_size)]
             if self.shuffle:
                 batches = [batches[i] for i in rng.permutation(len(batches))]
+            # Keras reads the shapes of a PyDataset's first two batches to build the TensorFlow backend's input
+            # signature: unless they differ in length, the length is fixed there and a longer batch fails.
+            other = next((i for i, (b, _) in enumerate(batches) if b != batches[0][0]), None)
+            if other is not None and other != 1:
+                batches.insert(1, batches.pop(other))
             self._plans = {pass_index: batches}  # one pass kept at a time
         return self._plans[pass_index]
 
