@@ -39,6 +39,9 @@ def main(argv=None):
     parser.add_argument("--imdb-dir", required=True)
     parser.add_argument("--reviews", type=int, default=64, help="held-out reviews the attention is compared on")
     parser.add_argument("--output", default=None, help="folder for the pictures (default: RUN/attention)")
+    parser.add_argument("--page", default=None,
+                        help="also write the run's explorer page (RUN/attention/attention.json) here, built by this "
+                             "version of the explorer (a run made before the change view gets it)")
     args = parser.parse_args(argv)
 
     import keras
@@ -48,8 +51,8 @@ def main(argv=None):
     from keras_tfm.models import TextClassifier
     from keras_tfm.text import TextClassifierPipeline
 
-    with open(os.path.join(args.run, "summary.json")) as file:
-        flags = json.load(file)["flags"]
+    with open(os.path.join(args.run, "run.json")) as file:  # the flags the run was started with
+        flags = json.load(file)["segments"][-1]["flags"]
     pipeline = TextClassifierPipeline.load(os.path.join(args.run, "classifier"))
     tuned, tokenizer = pipeline.model, pipeline.tokenizer
     before = TextClassifier.from_pretrained(args.pretrained, num_classes=2)
@@ -92,6 +95,16 @@ def main(argv=None):
         labels=("before fine-tuning", "after one epoch"), scale_without=special)
     visualize.save_figure(figure, os.path.join(output, "imdb_change_row.png"))
     print(f"wrote {output}/imdb_change.png and imdb_change_row.png")
+    if args.page:
+        from keras_tfm.explorer._page import build_page
+
+        with open(os.path.join(args.run, "attention", "attention.json"), encoding="utf-8") as file:
+            data = json.load(file)
+        if len(data["epochs"]) > 1 and "change" not in data["views"]:
+            data["views"].append("change")
+        with open(args.page, "w", encoding="utf-8") as file:
+            file.write(build_page(data, data["title"]))
+        print(f"wrote {args.page}")
 
 
 if __name__ == "__main__":
