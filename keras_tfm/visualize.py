@@ -12,7 +12,6 @@ import math
 import numpy as np
 
 from keras_tfm.explorer import attention_html, save_attention_html, show_attention  # noqa: F401  (the HTML explorer)
-from keras_tfm.attention_probe import as_records
 from keras_tfm.patch_grid import infer_grid
 
 HEAD_FUSIONS = ("mean", "max", "min")
@@ -132,13 +131,15 @@ def attention_change(before, after, query_mask=None):
 
     >>> names, change = attention_change(attention_maps(pretrained, ids), attention_maps(tuned, ids))  # doctest: +SKIP
     """
-    first, second = as_records(before), as_records(after)
-    if [r.name for r in first] != [r.name for r in second]:
-        raise ValueError(f"`before` and `after` must read the same layers. Received: {[r.name for r in first]} and "
-                         f"{[r.name for r in second]}")
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        raise TypeError(f"`before` and `after` must be what `attention_maps` returns, or dicts {{name: weights}}. "
+                        f"Received: {type(before).__name__} and {type(after).__name__}")
+    if list(before) != list(after):
+        raise ValueError(f"`before` and `after` must read the same layers. Received: {list(before)} and "
+                         f"{list(after)}")
     change = []
-    for a, b in zip(first, second):
-        a, b = np.asarray(a.weights, "float64"), np.asarray(b.weights, "float64")
+    for a, b in zip(before.values(), after.values()):
+        a, b = np.asarray(a, "float64"), np.asarray(b, "float64")
         if a.shape != b.shape or a.ndim != 4:
             raise ValueError(f"Each layer's maps must have the same (batch, heads, q, k) shape before and after. "
                              f"Received: {a.shape} and {b.shape}")
@@ -147,7 +148,7 @@ def attention_change(before, after, query_mask=None):
         mask = mask[:, : a.shape[2]] if mask.shape[1] >= a.shape[2] else np.pad(mask, ((0, 0), (a.shape[2] - mask.shape[1], 0)), constant_values=True)
         rows = mask[:, None, :].repeat(a.shape[1], 1)
         change.append((distance * rows).sum((0, 2)) / np.maximum(rows.sum((0, 2)), 1))
-    return [r.name for r in first], np.array(change)
+    return list(before), np.array(change)
 
 
 def plot_attention_change(names, change, title=None, top=8):

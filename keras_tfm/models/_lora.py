@@ -10,8 +10,8 @@ so a `.keras` file or an export holds plain weights; call `enable_lora` again on
 
 import numpy as np
 
-from keras_tfm.attention_probe import iter_layers
 from keras_tfm.layers import MultiHeadAttention
+from keras_tfm.layers.walk import iter_layers
 
 TARGETS = {"query": "query_dense", "key": "key_dense", "value": "value_dense", "output": "output_dense"}
 
