@@ -212,8 +212,8 @@ def plot_row_before_after(tokens, before, after, title=None, labels=("before", "
     keep[[i for i in scale_without if 0 <= i < len(tokens)]] = False
     low = min(float(r[keep].min()) for r in rows) if keep.any() else 0.0
     high = max(float(r[keep].max()) for r in rows) if keep.any() else 1.0
-    parts = [plot_token_attention(tokens, np.clip(r, low, high) if keep.any() else r,
-                                  title=f"{label}", scale_without=scale_without, fontsize=11)
+    parts = [plot_token_attention(tokens, r, title=f"{label}", scale_without=scale_without, fontsize=11,
+                                  value_range=(low, high))
              for label, r in zip(labels, rows)]
     # One figure: the two token pictures stacked, each keeping its own layout.
     import io
@@ -406,7 +406,8 @@ def printable(label):
     return "".join(" " if not (c.isprintable() or c == " ") else c for c in text)
 
 
-def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10, scale_without=(), note=None):
+def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10, scale_without=(), note=None,
+                         value_range=None):
     """Text as a heat map: each token's background shows its weight (e.g. the [CLS] row averaged over heads).
 
     The tokens flow left to right and wrap like text. Each box is as wide as its token renders (measured with
@@ -424,6 +425,7 @@ def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10, s
         scale_without: positions of tokens drawn in grey and left out of the colour scale (e.g. [CLS] and [SEP],
             whose own large weights would otherwise wash out every word).
         note: a line under the colour bar saying what the weight is.
+        value_range: `(low, high)` of the colour scale (default: the weights' own), to draw several on one scale.
 
     Returns:
         matplotlib Figure.
@@ -441,7 +443,10 @@ def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10, s
     if grey.all():
         grey[:] = False
     scaled_weights = weights[~grey]  # what the colour scale spans
-    if len(scaled_weights):
+    if value_range is not None:
+        low, high = (float(v) for v in value_range)
+        scaled = np.clip((weights - low) / max(high - low, 1e-12), 0.0, 1.0)
+    elif len(scaled_weights):
         low, high = float(scaled_weights.min()), float(scaled_weights.max())
         scaled = np.clip((weights - low) / max(high - low, 1e-12), 0.0, 1.0)
     else:

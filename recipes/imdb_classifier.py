@@ -60,6 +60,12 @@ MODEL_FLAGS = ("vocab_size", "sequence_length", "preset", "pool", "encoder", "pr
                "freeze_embeddings")
 
 
+# Flags that shape a model of our own (from scratch or our pre-training): a --pretrained run reads none of them.
+FROM_SCRATCH_FLAGS = ("vocab_size", "preset", "pool", "dropout", "label_smoothing", "pretrain_epochs",
+                      "pretrain_batch_size", "pretrain_learning_rate", "pretrain_dropout", "mask_rate",
+                      "unlabelled_samples", "encoder")
+
+
 def parse_args(argv):
     parser = flags.recipe_parser(__doc__.splitlines()[0], epochs=None, batch_size=None, learning_rate=None)
     parser.add_argument("--imdb-dir", default=None, help="an unpacked aclImdb folder (with train/ and test/)")
@@ -361,6 +367,8 @@ def fine_tune_pretrained(args, extra_callbacks=()):
     with runs.uninterrupted():
         pipeline.save(os.path.join(output_dir, "classifier"))
     TextClassifierPipeline.load(os.path.join(output_dir, "classifier"))  # raises if it cannot be read back
+    for name in FROM_SCRATCH_FLAGS:  # summary.json lists the flags this path read, not those it ignores
+        delattr(args, name)
     summary = common.finish(model, output_dir, args, metrics, started, save_model=False, extra={
         "model": "classifier/model.keras",
         "pretrained": {"folder": os.path.abspath(args.pretrained), "model_type": config["model_type"]},

@@ -48,6 +48,11 @@ def test_row_before_and_after_share_one_scale(tmp_path):
                                              scale_without=[0, 4])
     path = visualize.save_figure(figure, str(tmp_path / "row.png"))
     assert path.endswith("row.png")
+    # one scale: the same weight gets the same colour in both rows ("great" 0.1 before, "a" 0.1... none after)
+    before = visualize.plot_token_attention(["a", "b"], [0.1, 0.5], value_range=(0.0, 0.5))
+    after = visualize.plot_token_attention(["a", "b"], [0.1, 0.2], value_range=(0.0, 0.5))
+    colour = lambda figure, i: figure.axes[0].texts[i].get_bbox_patch().get_facecolor()  # noqa: E731
+    assert colour(before, 0) == colour(after, 0) and colour(after, 1) != colour(before, 1)
 
 
 def test_control_characters_never_reach_a_label():
