@@ -129,7 +129,8 @@ def neural_baselines(train, test, seed, epochs=3, vocab_size=20000, sequence_len
         trained = time.time() - started
         predicted = model.predict(test_ids, batch_size=256, verbose=0).argmax(-1)
         results.append({
-            "model": f"{model.name}: {model.count_params():,} weights, {vocab_size} words, {sequence_length} per review",
+            "model": f"{model.name}: {model.count_params():,} weights, {vocab_size} words, "
+                     f"{sequence_length} per review",
             "validation_accuracy": [round(float(a), 4) for a in history.history["val_accuracy"]],
             "test_accuracy": float(np.mean(predicted == y_test)),
             "wall_time_seconds": round(vectorize_seconds + trained, 1),

@@ -162,8 +162,9 @@ class AttentionMapCallback(keras.callbacks.Callback):
         )
 
     def on_train_begin(self, logs=None):
-        started = os.path.isdir(self.output_dir) and any(name.startswith("epoch_") for name in os.listdir(self.output_dir))
-        if self.draw_before and not started:
+        folder = self.output_dir
+        started = os.path.isdir(folder) and any(name.startswith("epoch_") for name in os.listdir(folder))
+        if self.draw_before and not started:  # a resumed run's folder holds its first frame already
             self.draw(0)
 
     def on_epoch_end(self, epoch, logs=None):
@@ -247,10 +248,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
         if before is None or list(before) != names or any(
                 before[n].shape != r.weights.shape for n, r in zip(names, maps.records)):
             return []  # no frame 0 (drawn without fit), or another sample
-        mask = None
-        if self.kind == "text":
-            real = np.asarray(self.inputs) != self.padding_id
-            mask = real
+        mask = np.asarray(self.inputs) != self.padding_id if self.kind == "text" else None  # real queries
         names, change = visualize.attention_change(before, maps, query_mask=mask)
         span = f"{self.before_label} → {self.label(epoch)}"
         figures = [("change", visualize.plot_attention_change(names, change, title=f"how far each head moved, {span}"))]

@@ -145,7 +145,9 @@ def attention_change(before, after, query_mask=None):
                              f"Received: {a.shape} and {b.shape}")
         distance = 0.5 * np.abs(a - b).sum(-1)  # (batch, heads, q)
         mask = np.ones((a.shape[0], a.shape[2]), bool) if query_mask is None else np.asarray(query_mask, bool)
-        mask = mask[:, : a.shape[2]] if mask.shape[1] >= a.shape[2] else np.pad(mask, ((0, 0), (a.shape[2] - mask.shape[1], 0)), constant_values=True)
+        if mask.shape[1] < a.shape[2]:  # the model put a [CLS] before the tokens: it is a real query
+            mask = np.pad(mask, ((0, 0), (a.shape[2] - mask.shape[1], 0)), constant_values=True)
+        mask = mask[:, : a.shape[2]]
         rows = mask[:, None, :].repeat(a.shape[1], 1)
         change.append((distance * rows).sum((0, 2)) / np.maximum(rows.sum((0, 2)), 1))
     return list(before), np.array(change)

@@ -3,7 +3,8 @@
 The page's parts are package data beside this file, each in its own language: `page.html` (the markup, with
 `$title`, `$style`, `$script` and `$data` placeholders for `string.Template`), `frame.html` (the iframe
 `show_attention` puts a page in, for Jupyter), `explorer.css`, and the script in
-one file per concern. The pure functions (`decode.js`, `select.js`, `rollout.js`, `colors.js`, `change.js`) also load in node,
+one file per concern. The pure functions (`decode.js`, `select.js`,
+`rollout.js`, `colors.js`, `change.js`) also load in node,
 where tests/visualization/js tests them; the views (`head_view.js`, `model_view.js`, `image_view.js`) and
 `main.js` run in the page only. The page inlines them all, so it stays one file that opens offline.
 """

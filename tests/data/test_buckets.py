@@ -20,7 +20,8 @@ def test_lengths_and_bucket_lengths():
     ids = right_padded([3, 16, 0, 9])
     assert text_lengths(ids).tolist() == [3, 16, 0, 9]
     assert text_lengths({"token_ids": ids, "padding_mask": (ids != 0).astype("int32")}).tolist() == [3, 16, 0, 9]
-    assert bucket_lengths_for([10, 20, 30, 40, 100, 120, 250, 256], num_buckets=4) == (32, 72, 160, 256)  # the quartiles 27.5, 70, 152.5, 256, rounded up to 8s
+    # the quartiles 27.5, 70, 152.5 and 256, rounded up to multiples of 8
+    assert bucket_lengths_for([10, 20, 30, 40, 100, 120, 250, 256], num_buckets=4) == (32, 72, 160, 256)
     assert bucket_lengths_for([5] * 10, num_buckets=4) == (5,)  # never past the longest text
 
 

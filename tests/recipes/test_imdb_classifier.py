@@ -34,7 +34,8 @@ def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path, capsys, load
     assert reviews == ["review_0.png", "review_1.png", "review_2.png", "review_3.png"]
     attention = os.listdir(output_dir / "attention")
     assert {f"epoch_001_tokens_{i}.png" for i in range(4)} <= set(attention)
-    assert '"views":["head","model","change"]' in (output_dir / "attention" / "attention.html").read_text(encoding="utf-8")
+    page = (output_dir / "attention" / "attention.html").read_text(encoding="utf-8")
+    assert '"views":["head","model","change"]' in page
 
     saved = json.loads((output_dir / "summary.json").read_text())
     assert saved["metrics"] == summary["metrics"] and 0.0 <= saved["metrics"]["test_accuracy"] <= 1.0
