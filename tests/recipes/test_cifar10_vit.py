@@ -35,7 +35,9 @@ def test_quick_run_on_an_image_folder_writes_every_promised_file(tmp_path, capsy
     attention = os.listdir(run / "attention")
     assert {f"epoch_001_rollout_{i}.png" for i in range(4)} <= set(attention)
     assert any(name.endswith("_heads.png") for name in attention)
-    assert '"views":["image","model"]' in (run / "attention" / "attention.html").read_text()
+    # frame 0 (before training) and the epoch: the change view joins the image and model views
+    assert '"views":["image","model","change"]' in (run / "attention" / "attention.html").read_text()
+    assert {"epoch_000_rollout_0.png", "epoch_001_change.png"} <= set(attention)
     with open(run / "history.csv") as file:
         assert len(list(csv.DictReader(file))) == 1  # --quick: one epoch
     with open(run / "summary.json") as file:

@@ -28,8 +28,10 @@ def test_quick_run_learns_writes_every_promised_file_and_is_never_overwritten(tm
         assert os.path.getsize(tmp_path / name) > 0, name
     assert not (tmp_path / "checkpoint.keras").exists()  # removed once model.keras loaded back
     assert any(name.endswith("_alignment_0.png") for name in os.listdir(tmp_path / "attention"))
-    explorer = tmp_path / "attention" / "attention.html"  # one page, both epochs on its slider
-    assert '"epochs":["1","2"]' in explorer.read_text() and f"(open in a browser): {explorer}" in capsys.readouterr().out
+    explorer = tmp_path / "attention" / "attention.html"  # one page: before training and both epochs on its slider
+    page = explorer.read_text()
+    assert '"epochs":["0","1","2"]' in page and '"labels":["before training","epoch 1","epoch 2"]' in page
+    assert f"(open in a browser): {explorer}" in capsys.readouterr().out
     saved = json.loads((tmp_path / "summary.json").read_text())
     assert saved["metrics"] == summary["metrics"] and 0.0 <= saved["metrics"]["exact_match_greedy"] <= 1.0
     assert saved["flags"]["quick"] is True and saved["wall_time_seconds"] > 0

@@ -84,7 +84,7 @@ def test_quick_run_writes_every_promised_file(corpus_files, tmp_path, capsys, lo
                  "alignment_0.png", "translator/translator.json", "translator/source.model"):
         assert os.path.getsize(tmp_path / name) > 0, name
     assert any(name.endswith("_alignment_0.png") for name in os.listdir(tmp_path / "attention"))
-    assert '"epochs":["1","2"]' in (tmp_path / "attention" / "attention.html").read_text(encoding="utf-8")
+    assert '"epochs":["0","1","2"]' in (tmp_path / "attention" / "attention.html").read_text(encoding="utf-8")
     saved = json.loads((tmp_path / "summary.json").read_text())
     assert saved["metrics"] == summary["metrics"] and saved["metrics"]["test_sentences"] == 16
     assert 0.0 <= saved["metrics"]["bleu_beam"] <= 100.0 and "tok:13a" in saved["bleu_signature"]
