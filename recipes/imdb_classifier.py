@@ -325,9 +325,9 @@ def fine_tune_pretrained(args, extra_callbacks=()):
     parts = args.parts_per_epoch
     train = LengthBuckets(x_train, y_train, batch_size=args.batch_size, passes=args.epochs + 1, seed=args.seed,
                           padding_id=tokenizer.padding_id)  # a pass to spare: parts may round an epoch up
-    validation = LengthBuckets(x_val, y_val, batch_size=64, shuffle=False, bucket_lengths=train.bucket_lengths)
-    test = LengthBuckets(x_test, y_test, batch_size=64, shuffle=False,
-                         bucket_lengths=train.bucket_lengths[:-1] + (args.sequence_length,))
+    scoring_lengths = train.bucket_lengths[:-1] + (args.sequence_length,)  # held-out texts may be longer
+    validation = LengthBuckets(x_val, y_val, batch_size=64, shuffle=False, bucket_lengths=scoring_lengths)
+    test = LengthBuckets(x_test, y_test, batch_size=64, shuffle=False, bucket_lengths=scoring_lengths)
     part_steps = common.steps_per_epoch(train.batches_per_pass, parts)
     total_steps = args.epochs * parts * part_steps
     share = train.padded_tokens() / (len(y_train) * args.sequence_length)

@@ -20,17 +20,19 @@ class ExpectedTime(keras.callbacks.Callback):
         super().__init__()
         self.total_steps, self.measure, self.clock = total_steps, measure, clock
         self.seconds_per_step = None
-        self._steps = 0
-        self._start = None
+        self._first = None  # (step index, time) of the first step timed
 
     def on_train_batch_end(self, batch, logs=None):
+        # `batch` is the index of the last step run: with steps_per_execution > 1 Keras calls this once per
+        # execution, so steps are counted by index, not by calls. A new epoch (the index starts again) restarts.
         if self.seconds_per_step is not None:
             return
-        self._steps += 1
-        if self._steps == 1:
-            self._start = self.clock()
-        elif self._steps == 1 + min(self.measure, max(self.total_steps - 1, 1)):
-            self.seconds_per_step = (self.clock() - self._start) / (self._steps - 1)
+        if self._first is None or batch <= self._first[0]:
+            self._first = (batch, self.clock())  # the first step of the run is left out: it builds the step
+            return
+        steps = batch - self._first[0]
+        if steps >= min(self.measure, max(self.total_steps - 1, 1)):
+            self.seconds_per_step = (self.clock() - self._first[1]) / steps
             minutes = self.seconds_per_step * self.total_steps / 60
             print(f"\nexpected training time: {minutes:.0f} min ({self.total_steps} steps at "
-                  f"{self.seconds_per_step:.2f} s/step, measured on steps 2-{self._steps})", flush=True)
+                  f"{self.seconds_per_step:.2f} s/step, measured over {steps} steps)", flush=True)

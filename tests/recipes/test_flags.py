@@ -32,3 +32,15 @@ def test_history_with_validation_on_some_epochs_only_reads_and_plots(tmp_path):
     history = common.read_history(tmp_path)
     assert history["loss"] == [0.5, 0.4, 0.3] and math.isnan(history["val_loss"][0]) and history["val_loss"][2] == 0.35
     assert os.path.getsize(common.plot_curves(history, tmp_path / "curves.png")) > 0
+
+
+def test_expected_time_counts_steps_by_index_whatever_the_steps_per_execution(capsys):
+    from recipes.progress import ExpectedTime
+
+    now = [0.0]
+    timer = ExpectedTime(total_steps=1000, measure=10, clock=lambda: now[0])
+    for batch in range(3, 40, 4):  # one call per execution of 4 steps, 2 s a step
+        timer.on_train_batch_end(batch)
+        now[0] += 8.0
+    assert timer.seconds_per_step == 2.0
+    assert "expected training time: 33 min (1000 steps at 2.00 s/step" in capsys.readouterr().out
