@@ -12,8 +12,10 @@ import numpy as np
 
 from keras_tfm import visualize
 from keras_tfm.attention_probe import attention_maps, query_key_tokens
+from keras_tfm.attribution import occlusion_map
 from keras_tfm.explorer import AttentionHistory, data_path
 from keras_tfm.layers import PatchEmbedding, TokenEmbedding
+from keras_tfm.layers.walk import iter_layers
 
 KINDS = ("auto", "image", "text", "seq2seq")
 SPECIAL_TOKEN = re.compile(r"\[[A-Z]+\]|</?s>")  # [CLS], [SEP], <s>, </s>: drawn grey, off the colour scale
@@ -44,7 +46,9 @@ class AttentionMapCallback(keras.callbacks.Callback):
     attention path, for that call only; no weight changes, no random numbers drawn: training results are
     unchanged) and writes, into `output_dir`, PNGs named `epoch_{NNN}_...png` (`epoch_000`: before training):
 
-    * images (ViT): `rollout_{i}` — attention rollout of the [CLS] token over each image;
+    * images (ViT): `rollout_{i}` — attention rollout of the [CLS] token over each image; for a pooled ViT (no
+      [CLS] token) `occlusion_{i}` instead — how far the predicted class's score falls when each patch is
+      hidden (`keras_tfm.attribution`), since the rollout of every token is mostly a position prior;
     * text (classifier): `tokens_{i}` — each review as a heat map of the [CLS] token's (or, with mean pooling,
       the average) attention in the last block;
     * seq2seq: `alignment_{i}` — the last decoder block's cross-attention, target tokens over source tokens;
@@ -329,14 +333,19 @@ class AttentionMapCallback(keras.callbacks.Callback):
         return titles
 
     def _image_figures(self, maps, predicted):
-        rollout = visualize.attention_rollout(maps)
+        count = min(len(self.inputs), self.max_samples)
+        titles = [None if predicted is None else predicted[i] for i in range(count)]
         prefix = maps.records[-1].prefix_tokens  # 1 with a [CLS] token, 0 for a pooled ViT
-        figures = []
-        for i in range(min(len(self.inputs), self.max_samples)):
-            title = None if predicted is None else predicted[i]
-            figure = visualize.plot_image_attention(self.inputs[i], rollout[i], num_prefix_tokens=prefix, title=title)
-            figures.append((f"rollout_{i}", figure))
-        return figures
+        if prefix == 0 and any(isinstance(layer, PatchEmbedding) for layer in iter_layers(self.model)):
+            # A pooled ViT reads every token: its rollout's mean row is mostly a position prior, the same on
+            # every image (see keras_tfm.attribution). Occlusion shows the evidence for its prediction instead.
+            drops = occlusion_map(self.model, self.inputs[:count])
+            return [(f"occlusion_{i}", visualize.plot_occlusion(self.inputs[i], drops[i], title=titles[i]))
+                    for i in range(count)]
+        rollout = visualize.attention_rollout(maps)
+        return [(f"rollout_{i}", visualize.plot_image_attention(self.inputs[i], rollout[i], num_prefix_tokens=prefix,
+                                                                title=titles[i]))
+                for i in range(count)]
 
     def _text_figures(self, maps, predicted):
         record = maps.of_kind("encoder")[-1]

@@ -3,8 +3,10 @@
 The images are cut into 4x4 patches (64 tokens + [CLS]); augmentation runs in tf.data on the CPU while the
 model trains. 10% of the training images, at most 5,000 (5,000 of CIFAR-10's 50,000), are held out (stratified,
 seeded; `--validation-images`) and validate every epoch; the test images are scored once, after training. The
-run then holds the test accuracy (summary.json), a confusion matrix, and attention rollout overlays showing which
-patches the [CLS] token drew on for fixed test images.
+run then holds the test accuracy (summary.json), a confusion matrix, and for eight fixed test images where the
+model looks: the patches the [CLS] token drew on (attention rollout, `rollout/`), or for a pooled preset (no [CLS]
+token) the patches whose hiding lowers the predicted class's score most (occlusion, `occlusion/`); all eight on
+one colour scale in `where_it_looks.png`.
 
     python -m recipes.cifar10_vit --randaugment --mixup --cutmix   # the >= 90% run: 100 epochs, one GPU
     python -m recipes.cifar10_vit                                  # crop + flip only
@@ -129,6 +131,7 @@ import numpy as np  # noqa: E402
 
 from keras_tfm import visualize  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
+from keras_tfm.attribution import occlusion_map  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback, TimeBudget  # noqa: E402
 from keras_tfm.data import cifar10  # noqa: E402
 from keras_tfm.models import ViT, load_vit_weights  # noqa: E402
@@ -243,15 +246,28 @@ def main(argv=None, extra_callbacks=()):
     visualize.save_figure(visualize.plot_confusion_matrix(test_labels, predicted, class_names),
                           os.path.join(output_dir, "confusion_matrix.png"))
 
-    # Where the output looks ([CLS] token, or all tokens when pooling them): rollout over eight fixed test images.
+    # Where the output looks, over eight fixed test images: the [CLS] token's attention rollout, or for a pooled
+    # ViT (no [CLS] token; its rollout is mostly a position prior) how far the predicted class's score falls when
+    # each patch is hidden. One picture per image, and all eight on one colour scale in where_it_looks.png.
     overlays = np.asarray(cifar10.resize(test_images[:8], args.image_size))
-    rollout = visualize.attention_rollout(attention_maps(model, overlays))  # (images, tokens, tokens)
-    os.makedirs(os.path.join(output_dir, "rollout"), exist_ok=True)
-    for i in range(len(overlays)):
-        title = f"true: {class_names[test_labels[i]]}, predicted: {class_names[predicted[i]]}"
-        figure = visualize.plot_image_attention(overlays[i], rollout[i], num_prefix_tokens=int(model.pool == "cls"),
-                                                title=title)
-        visualize.save_figure(figure, os.path.join(output_dir, "rollout", f"rollout_{i}.png"))
+    titles = [f"true: {class_names[test_labels[i]]}, predicted: {class_names[predicted[i]]}"
+              for i in range(len(overlays))]
+    if model.pool == "cls":
+        kind, label = "rollout", "share of the [CLS] token's rollout"
+        rollout = visualize.attention_rollout(attention_maps(model, overlays))  # (images, tokens, tokens)
+        relevance = visualize.rollout_relevance(rollout, num_prefix_tokens=1)  # (images, patches)
+        figures = [visualize.plot_image_attention(overlays[i], rollout[i], title=titles[i])
+                   for i in range(len(overlays))]
+    else:
+        kind, label = "occlusion", "share of the score drop when the patch is hidden"
+        relevance = occlusion_map(model, overlays)  # (images, rows, columns)
+        figures = [visualize.plot_occlusion(overlays[i], relevance[i], title=titles[i]) for i in range(len(overlays))]
+    os.makedirs(os.path.join(output_dir, kind), exist_ok=True)
+    for i, figure in enumerate(figures):
+        visualize.save_figure(figure, os.path.join(output_dir, kind, f"{kind}_{i}.png"))
+    grid = model.get_layer("patch_embedding").grid_size(args.image_size, args.image_size)
+    visualize.save_figure(visualize.plot_relevance_grid(overlays, np.reshape(relevance, (len(overlays),) + grid),
+                                                        titles, label), os.path.join(output_dir, "where_it_looks.png"))
 
     summary = common.finish(model, output_dir, args, metrics, started)
     print(f"wrote {output_dir} in {summary['wall_time_seconds']:.0f} s")

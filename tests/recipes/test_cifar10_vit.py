@@ -29,9 +29,10 @@ def test_quick_run_on_an_image_folder_writes_every_promised_file(tmp_path, capsy
     found = loads_without_recipes(run / "model.keras", keep.trained)  # where only keras_tfm is installed
     assert found["schedule"] == "PlannedWarmupCosine"
 
-    for name in ("model.keras", "history.csv", "curves.png", "summary.json", "confusion_matrix.png"):
+    for name in ("model.keras", "history.csv", "curves.png", "summary.json", "confusion_matrix.png",
+                 "where_it_looks.png"):
         assert (run / name).is_file(), name
-    assert sorted(os.listdir(run / "rollout")) == [f"rollout_{i}.png" for i in range(8)]
+    assert sorted(os.listdir(run / "rollout")) == [f"rollout_{i}.png" for i in range(8)]  # preset tiny: a [CLS] token
     attention = os.listdir(run / "attention")
     assert {f"epoch_001_rollout_{i}.png" for i in range(4)} <= set(attention)
     assert any(name.endswith("_heads.png") for name in attention)
@@ -50,6 +51,17 @@ def test_quick_run_on_an_image_folder_writes_every_promised_file(tmp_path, capsy
     out = capsys.readouterr().out
     assert "test accuracy" in out and f"(open in a browser): {run / 'attention' / 'attention.html'}" in out
     assert "validation: 10 of the 100 training images held out (10%)" in out
+
+
+@pytest.mark.slow
+def test_a_pooled_preset_shows_where_it_looks_by_occlusion(tmp_path):
+    """cifar10_cpu pools its tokens (no [CLS] token): its pictures hide patches instead of rolling attention out."""
+    images = write_image_folder(tmp_path / "cifar", train_per_class=4)
+    run = tmp_path / "run"
+    cifar10_vit.main(["--quick", "--preset", "cifar10_cpu", "--image-dir", str(images), "--output-dir", str(run),
+                      "--no-attention-maps", "--train-samples", "40", "--test-samples", "8"])
+    assert sorted(os.listdir(run / "occlusion")) == [f"occlusion_{i}.png" for i in range(8)]
+    assert (run / "where_it_looks.png").is_file() and not (run / "rollout").exists()
 
 
 def test_no_data_prints_how_to_provide_it_and_exits_with_status_2(tmp_path, capsys):

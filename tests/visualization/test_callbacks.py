@@ -181,7 +181,9 @@ def test_image_pictures_of_a_small_data_vit(tmp_path):
     arrays = np.load(tmp_path / "maps" / "epoch_002_attention.npz")
     assert arrays["layer_0"].shape == (1, 2, 4, 4)  # 2x2 patches, no [CLS] token
     assert np.all(np.diagonal(arrays["layer_1"], axis1=-2, axis2=-1) == 0.0)
-    assert os.path.exists(tmp_path / "maps" / "epoch_002_rollout_1.png")
+    # no [CLS] token: occlusion pictures, not the rollout's position prior
+    assert os.path.exists(tmp_path / "maps" / "epoch_002_occlusion_1.png")
+    assert not glob.glob(str(tmp_path / "maps" / "*rollout*"))
     assert os.path.getsize(callback.html_path) > 1000
 
 
