@@ -8,8 +8,9 @@
 ...) is imported the first time it is used (PEP 562's module `__getattr__`), so a program that only reads plain
 data, such as `keras_tfm.presets` (the recipes offer their `--preset` choices before TensorFlow loads), pays
 nothing for the rest. A program that has imported Keras already gets every part that registers a class at once
-(they cost it little more), so `import keras` then `import keras_tfm` lets `keras.saving.load_model` find our
-classes, as with keras_hub; `keras_tfm.load_model` works in any order.
+(they cost it little more), and a program that imports Keras later gets them right after Keras loads, so
+`keras.saving.load_model` finds our classes whatever the order of `import keras` and `import keras_tfm`, as with
+keras_hub.
 
 Example:
 
@@ -22,8 +23,11 @@ Example:
 
 import ast
 import importlib
+import importlib.abc
+import importlib.util
 import pathlib
 import sys
+import warnings
 
 __version__ = "0.1.0"
 
@@ -106,6 +110,37 @@ def __dir__():
     return sorted({*globals(), *__all__, *_PARTS})
 
 
-# Keras already loaded: register our classes now, so `keras.saving.load_model` finds them after `import keras_tfm`.
+class _RegisterOnceKerasLoads(importlib.abc.MetaPathFinder):
+    """Imports our classes (`keras_tfm.saving` imports every part that registers one) right after `keras` itself
+    is imported, so `import keras_tfm` then `import keras` then `keras.saving.load_model(path)` finds them, as the
+    other order does, while `import keras_tfm` alone still imports no Keras.
+
+    It only wraps the loader that Python's own finders choose for `keras`, and removes itself at its first use.
+    """
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "keras":
+            return None
+        sys.meta_path.remove(self)  # once: the look-up below must not come back here
+        spec = importlib.util.find_spec("keras")
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run_keras = spec.loader.exec_module
+
+        def exec_module(module):
+            run_keras(module)
+            try:
+                importlib.import_module("keras_tfm.saving")
+            except Exception as error:  # Keras itself loaded: let `import keras` succeed, and say what failed
+                warnings.warn(f"keras_tfm could not register its classes with Keras: {error!r}. "
+                              "`import keras_tfm.saving` shows the whole error.", ImportWarning, stacklevel=2)
+
+        spec.loader.exec_module = exec_module  # this spec's own loader object: nothing else is changed
+        return spec
+
+
+# Register our classes for `keras.saving.load_model`: now if Keras is loaded, else as soon as it is.
 if "keras" in sys.modules:
     importlib.import_module("keras_tfm.saving")
+elif not any(isinstance(finder, _RegisterOnceKerasLoads) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _RegisterOnceKerasLoads())

@@ -72,3 +72,23 @@ def test_after_keras_the_import_registers_our_classes_for_keras_load_model(tmp_p
                   f"model = keras.saving.load_model({str(path)!r})\n"
                   "print(json.dumps([type(layer).__name__ for layer in model.layers]))\n")
     assert loaded == ["InputLayer", "EncoderBlock"]
+
+
+def test_keras_load_model_finds_every_model_a_recipe_saves_whatever_the_import_order(tmp_path):
+    """Keras imported after keras_tfm (the usual `import keras_tfm` at the top, then Keras): the classes register
+    right after Keras loads, so `keras.saving.load_model` finds them, as in the other order."""
+    _run("import keras_tfm, keras\n"
+         "from keras_tfm.models import Seq2SeqTransformer, TextClassifier, TransformerLM, ViT\n"
+         "models = {'vit': ViT.from_preset('tiny', num_classes=3),\n"
+         "          'text': TextClassifier.from_preset('tiny', vocab_size=20, max_length=8, num_classes=2),\n"
+         "          'seq2seq': Seq2SeqTransformer.from_preset('tiny', source_vocab_size=20, target_vocab_size=20),\n"
+         "          'lm': TransformerLM.from_preset('tiny', vocab_size=20)}\n"
+         "for name, model in models.items():\n"
+         f"    model.save({str(tmp_path)!r} + f'/{{name}}.keras')\n"
+         "print(1)\n")
+    for order in ("import keras_tfm\nimport keras\n", "import keras\nimport keras_tfm\n"):
+        loaded = _run("import json, sys\n" + order +  # nothing else of ours
+                      f"names = [type(keras.saving.load_model({str(tmp_path)!r} + f'/{{n}}.keras')).__name__\n"
+                      "         for n in ('vit', 'text', 'seq2seq', 'lm')]\n"
+                      "print(json.dumps(names))\n")
+        assert loaded == ["ViT", "TextClassifier", "Seq2SeqTransformer", "TransformerLM"], order
