@@ -30,9 +30,12 @@ def main(argv=None):
     parser.add_argument("--precision", choices=("auto", "float32", "mixed_bfloat16"), default="auto")
     parser.add_argument("--attention-dropout", type=float, default=0.0)
     parser.add_argument("--threads", type=int, default=None, help="threads of each framework (default: all cores)")
-    parser.add_argument("--variants", nargs="+", choices=("full", "frozen_table", "lora"), default=["full"],
-                        help="ours fine-tuning every weight, with the word-piece table frozen, and/or LoRA rank 8 on "
-                             "the query and value projections (the head trains in every variant)")
+    parser.add_argument("--variants", nargs="+", choices=("full", "frozen_table", "lower_blocks", "lora"),
+                        default=["full"],
+                        help="ours fine-tuning every weight, with the word-piece table frozen, with the embeddings "
+                             "and the lowest --freeze-blocks blocks frozen, and/or LoRA rank 8 on the query and value "
+                             "projections (the head trains in every variant)")
+    parser.add_argument("--freeze-blocks", type=int, default=3, help="blocks the lower_blocks variant freezes")
     parser.add_argument("--jit", choices=("both", "on", "off"), default=None,
                         help="ours with jit_compile True and/or False (default: both; off on PyTorch, where it means "
                              "torch.compile)")
@@ -74,10 +77,13 @@ def main(argv=None):
                 model.enable_lora(8)
             if variant == "frozen_table":
                 model.freeze_token_embedding()
+            if variant == "lower_blocks":
+                model.freeze_lower_blocks(args.freeze_blocks)
             model.compile(keras.optimizers.AdamW(2e-5, weight_decay=0.01, clipnorm=1.0),
                           keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
             batch = {"token_ids": ids, "padding_mask": mask}
-            what = "" if variant == "full" else f", {variant.replace('_', ' ')}"
+            what = ("" if variant == "full" else f", lowest {args.freeze_blocks} blocks frozen"
+                    if variant == "lower_blocks" else f", {variant.replace('_', ' ')}")
             steps[f"keras_tfm ({keras.backend.backend()}, {args.precision}{', jit' if jit else ''}{what})"] = (
                 lambda model=model, batch=batch: model.train_on_batch(batch, labels))
     keras.config.set_dtype_policy("float32")

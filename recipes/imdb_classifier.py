@@ -29,7 +29,8 @@ head_tail` keeps the first quarter and the end, Sun et al. 2019), `TextClassifie
 on the encoder, and it is fine-tuned BERT-style for one epoch at batch 32: AdamW, learning rate 1e-4 (warm-up, then
 linear decay to 0), weight decay 0.01, in batches of reviews of similar length (`keras_tfm.data.buckets`); the
 expected training time is printed after the first steps. `--lora-rank R` trains LoRA updates of the attention and
-the head only, `--freeze-embeddings` keeps the word-piece table. Each epoch is cut into `--parts-per-epoch` parts, so
+the head only, `--freeze-embeddings` keeps the word-piece table, `--freeze-blocks N` the embeddings and the lowest
+N blocks. Each epoch is cut into `--parts-per-epoch` parts, so
 the attention explorer's slider goes from "before fine-tuning" through the first epoch, and an interrupted run
 resumes at the last part. The model is kept once, in `classifier/` (without the optimizer's state).
 
@@ -57,7 +58,7 @@ POOLS = tuple(p for p in TEXT_CLASSIFIER_POOLS if p != "pooler")  # "pooler": pr
 
 # Flags that shape the model's weights: a stopped run resumes only with the values it was started with.
 MODEL_FLAGS = ("vocab_size", "sequence_length", "preset", "pool", "encoder", "pretrained", "lora_rank",
-               "freeze_embeddings")
+               "freeze_embeddings", "freeze_blocks")
 
 
 # Flags that shape a model of our own (from scratch or our pre-training): a --pretrained run reads none of them.
@@ -120,6 +121,9 @@ def parse_args(argv):
     parser.add_argument("--freeze-embeddings", action="store_true",
                         help="with --pretrained: keep the word-piece table as the checkpoint has it (half of "
                              "MiniLM's weights, which AdamW otherwise updates densely at every step)")
+    parser.add_argument("--freeze-blocks", type=flags.non_negative_int, default=0, metavar="N",
+                        help="with --pretrained: keep the embeddings and the lowest N encoder blocks as the "
+                             "checkpoint has them; the backward pass stops above them (cheaper steps)")
     parser.add_argument("--parts-per-epoch", type=flags.positive_int, default=4,
                         help="with --pretrained: attention pictures and checkpoints this many times per epoch")
     parser.add_argument("--predict", nargs="+", metavar=("RUN_DIR", "TEXT"),
@@ -132,8 +136,12 @@ def parse_args(argv):
         parser.error("--encoder and --pretrain-epochs exclude each other: fine-tune a saved encoder, or pre-train one")
     if args.pretrained and (args.encoder or args.pretrain_epochs):
         parser.error("--pretrained excludes --encoder and --pretrain-epochs: it fine-tunes a downloaded checkpoint")
-    if not args.pretrained and (args.lora_rank or args.freeze_embeddings):
-        parser.error("--lora-rank and --freeze-embeddings fine-tune a pretrained checkpoint: give --pretrained FOLDER")
+    if not args.pretrained and (args.lora_rank or args.freeze_embeddings or args.freeze_blocks):
+        parser.error("--lora-rank, --freeze-embeddings and --freeze-blocks fine-tune a pretrained checkpoint: give "
+                     "--pretrained FOLDER")
+    if args.lora_rank and args.freeze_blocks:
+        parser.error("--lora-rank already freezes every block (LoRA trains low-rank updates instead): leave out "
+                     "--freeze-blocks")
     if args.pretrained and args.distribute != "none":
         parser.error(f"--pretrained trains on one device: --distribute {args.distribute} is not supported with it "
                      "(its length-bucketed batches are not split over devices)")
@@ -315,10 +323,13 @@ def fine_tune_pretrained(args, extra_callbacks=()):
         model.enable_lora(args.lora_rank)
     if args.freeze_embeddings:
         model.freeze_token_embedding()
-    if args.lora_rank or args.freeze_embeddings:
+    if args.freeze_blocks:
+        model.freeze_lower_blocks(args.freeze_blocks)
+    if args.lora_rank or args.freeze_embeddings or args.freeze_blocks:
         trainable = sum(int(np.prod(v.shape)) for v in model.trainable_weights)
         print(f"training {trainable:,} of {model.count_params():,} weights"
               + (f" (LoRA rank {args.lora_rank} on the query and value projections, and the head)" if args.lora_rank
+                 else f" (the embeddings and the lowest {args.freeze_blocks} blocks frozen)" if args.freeze_blocks
                  else " (the word-piece table frozen)"))
 
     # Batches of reviews of similar length, each padded to its bucket's length (keras_tfm.data.LengthBuckets).

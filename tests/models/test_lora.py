@@ -69,3 +69,29 @@ def test_a_frozen_token_table_stays_as_it_was():
     model.fit(ids, labels, epochs=1, batch_size=8, verbose=0)
     for v, old in zip(table.weights, kept):
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(v), old)
+
+
+def test_frozen_lower_blocks_stay_as_they_were_and_the_upper_ones_learn():
+    model = small_classifier()  # two blocks
+    ids, labels = ids_and_labels()
+    assert model.freeze_lower_blocks(1) < sum(int(np.prod(v.shape)) for v in model.weights)
+    frozen = [model.encoder.get_layer(name) for name in ("token_embedding", "block_0")]
+    learning = model.encoder.get_layer("block_1")
+    kept = [keras.ops.convert_to_numpy(v).copy() for layer in frozen for v in layer.weights]
+    before = [keras.ops.convert_to_numpy(v).copy() for v in learning.weights]
+    model.compile_for_training(keras.optimizers.Adam(1e-2))
+    model.fit(ids, labels, epochs=1, batch_size=8, verbose=0)
+    for v, old in zip([v for layer in frozen for v in layer.weights], kept):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(v), old)
+    assert all(np.any(keras.ops.convert_to_numpy(v) != old) for v, old in zip(learning.weights, before))
+    # every block frozen: the final norm and the head learn; a ViT freezes its patch embedding and blocks the same way
+    model = small_classifier()
+    model.freeze_lower_blocks(2)
+    assert [layer.name for layer in model.encoder.layers if layer.trainable_weights] == ["encoder_norm"]
+    assert [layer.name for layer in model.layers if layer.trainable_weights] == ["encoder", "head"]
+    vit = ViT(image_size=8, patch_size=4, num_classes=2, dim=8, depth=2, num_heads=2, mlp_dim=16)
+    vit.freeze_lower_blocks(1)
+    assert not vit.get_layer("patch_embedding").trainable and vit.get_layer("block_1").trainable
+    for bad in (3, -1, 1.0, True):
+        with pytest.raises(ValueError, match=rf"`count` must be an int from 0 to the number of blocks \(2\)"):
+            small_classifier().freeze_lower_blocks(bad)

@@ -44,3 +44,14 @@ def test_expected_time_counts_steps_by_index_whatever_the_steps_per_execution(ca
         now[0] += 8.0
     assert timer.seconds_per_step == 2.0
     assert "expected training time: 33 min (1000 steps at 2.00 s/step" in capsys.readouterr().out
+
+
+def test_imdb_freeze_blocks_needs_a_checkpoint_and_excludes_lora(capsys):
+    import pytest
+
+    assert imdb_classifier.parse_args(["--pretrained", "folder", "--freeze-blocks", "3"]).freeze_blocks == 3
+    for argv, said in ((["--freeze-blocks", "3"], "give --pretrained FOLDER"),
+                       (["--pretrained", "f", "--freeze-blocks", "3", "--lora-rank", "8"], "leave out --freeze-blocks")):
+        with pytest.raises(SystemExit):
+            imdb_classifier.parse_args(argv)
+        assert said in capsys.readouterr().err
