@@ -30,11 +30,11 @@ class TransformerBlockBase(keras.layers.Layer):
     """
 
     CONFIG = ("num_heads", "mlp_dim", "dropout", "attention_dropout", "norm_first", "layer_norm_epsilon",
-              "activation", "drop_path", "key_dim", "attention_scale", "seed")
+              "activation", "drop_path", "key_dim", "attention_scale", "seed", "activation_dropout")
 
     def __init__(self, num_heads, mlp_dim, dropout=0.0, attention_dropout=0.0, norm_first=True,
                  layer_norm_epsilon=1e-6, activation="gelu", drop_path=0.0, key_dim=None, attention_scale=None,
-                 seed=None, **kwargs):
+                 seed=None, activation_dropout=None, **kwargs):
         # A subclass's own arguments (EncoderBlock's `locality`) are taken before this; name them in the hint too.
         own = set(inspect.signature(type(self).__init__).parameters) - {"self", "kwargs"}
         _checks.known_keywords(type(self), kwargs, _checks.layer_keywords() | own, signature_of=TransformerBlockBase)
@@ -44,6 +44,8 @@ class TransformerBlockBase(keras.layers.Layer):
         _checks.positive_int("mlp_dim", mlp_dim)
         _checks.rate("dropout", dropout)
         _checks.rate("attention_dropout", attention_dropout)
+        if activation_dropout is not None:
+            _checks.rate("activation_dropout", activation_dropout)
         _checks.rate("drop_path", drop_path)
         _checks.positive_int("key_dim", key_dim, allow_none=True)
         _checks.positive_number("attention_scale", attention_scale, allow_none=True)
@@ -53,6 +55,7 @@ class TransformerBlockBase(keras.layers.Layer):
         self.mlp_dim = mlp_dim
         self.dropout = dropout
         self.attention_dropout = attention_dropout
+        self.activation_dropout = activation_dropout
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
         self.activation = get_activation(activation)
@@ -78,7 +81,8 @@ class TransformerBlockBase(keras.layers.Layer):
         )
 
     def _feed_forward(self):
-        return FeedForward(self.mlp_dim, activation=self.activation, dropout=self.dropout, seed=self._next_seed(),
+        return FeedForward(self.mlp_dim, activation=self.activation, dropout=self.dropout,
+                           activation_dropout=self.activation_dropout, seed=self._next_seed(),
                            dtype=self.dtype_policy, name="feed_forward")
 
     def _dropout(self):

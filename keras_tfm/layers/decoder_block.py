@@ -30,6 +30,8 @@ class DecoderBlock(TransformerBlockBase):
         mlp_dim: hidden width of the feed-forward network.
         dropout: dropout rate on the attention outputs and inside the feed-forward network.
         attention_dropout: dropout rate on the attention weights.
+        activation_dropout: dropout rate after the feed-forward network's activation; None = `dropout`, 0.0 =
+            none (BERT).
         norm_first: pre-norm (True, default) or the paper's post-norm (False).
         layer_norm_epsilon: epsilon of the layer norms.
         activation: activation of the feed-forward network.

@@ -47,7 +47,11 @@ class FeedForward(keras.layers.Layer):
             `hidden_dim` still works, with a FutureWarning, for one release).
         activation: activation of the hidden layer (`"gelu"` as in ViT/BERT; the paper used `"relu"`;
             `"gelu_tanh"` for the tanh approximation of GELU).
-        dropout: dropout rate after the activation and after the output projection.
+        dropout: dropout rate after the output projection, and after the activation unless
+            `activation_dropout` is given.
+        activation_dropout: dropout rate after the activation, inside the network; None = `dropout` (ViT and
+            timm's MLP drop there too); 0.0 = none (BERT and keras-hub's `TransformerEncoder` drop only after the
+            output projection; a fine-tune of a BERT checkpoint matches its reference this way).
         output_dim: width of the output; defaults to the input width.
         kernel_initializer: initializer of both kernels.
         seed: seed of the dropouts.
@@ -72,6 +76,7 @@ class FeedForward(keras.layers.Layer):
         mlp_dim=None,
         activation="gelu",
         dropout=0.0,
+        activation_dropout=None,
         output_dim=None,
         kernel_initializer="glorot_uniform",
         seed=None,
@@ -83,9 +88,12 @@ class FeedForward(keras.layers.Layer):
         _checks.positive_int("mlp_dim", mlp_dim)
         _checks.positive_int("output_dim", output_dim, allow_none=True)
         _checks.rate("dropout", dropout)
+        if activation_dropout is not None:
+            _checks.rate("activation_dropout", activation_dropout)
         self.mlp_dim = mlp_dim
         self.activation = get_activation(activation)
         self.dropout = dropout
+        self.activation_dropout = activation_dropout
         self.output_dim = output_dim
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.seed = seed
@@ -97,7 +105,8 @@ class FeedForward(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="hidden",
         )
-        self.hidden_dropout = Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+        self.hidden_dropout = Dropout(dropout if activation_dropout is None else activation_dropout, seed=seed,
+                                      dtype=self.dtype_policy)
         self.output_dropout = Dropout(
             dropout, seed=None if seed is None else seed + 1, dtype=self.dtype_policy
         )
@@ -129,6 +138,7 @@ class FeedForward(keras.layers.Layer):
                 "mlp_dim": self.mlp_dim,
                 "activation": serialize_activation(self.activation),
                 "dropout": self.dropout,
+                "activation_dropout": self.activation_dropout,
                 "output_dim": self.output_dim,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "seed": self.seed,

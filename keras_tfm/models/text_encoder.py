@@ -65,6 +65,8 @@ class TextEncoder(ParameterEfficient, PresetModel, keras.Model):
             DeprecationWarning, for one release.
         dropout: dropout rate on the embeddings and in the blocks.
         attention_dropout: dropout on the attention weights.
+        activation_dropout: dropout after the blocks' MLP activation; None = `dropout`; 0.0 = none, as in BERT
+            (what `from_pretrained` builds).
         layer_norm_epsilon: epsilon of every layer norm (BERT: 1e-12).
         padding_id: the id of padding tokens (RoBERTa: 1); they are masked when no `padding_mask` is given.
         pooler: add BERT's pooler, `tanh(dense(state of the first token))`; the output is then a dict.
@@ -115,6 +117,7 @@ class TextEncoder(ParameterEfficient, PresetModel, keras.Model):
         layer_norm_epsilon=1e-6,
         padding_id=0,
         pooler=False,
+        activation_dropout=None,
         **kwargs,
     ):
         mlp_activation = self.renamed_argument(kwargs, "activation", mlp_activation, "gelu")
@@ -151,6 +154,7 @@ class TextEncoder(ParameterEfficient, PresetModel, keras.Model):
         for i in range(depth):
             x = EncoderBlock(
                 num_heads, mlp_dim, dropout=dropout, attention_dropout=attention_dropout, norm_first=norm_first,
+                activation_dropout=activation_dropout,
                 layer_norm_epsilon=layer_norm_epsilon, activation=mlp_activation, name=f"block_{i}",
             )(x, mask=mask)
         if with_final_norm:

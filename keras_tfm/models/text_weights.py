@@ -83,8 +83,9 @@ def encoder_arguments(config):
         )
     if activation not in _ACTIVATIONS:
         raise ValueError(f"Unsupported activation {activation!r} in config.json. Supported: {sorted(_ACTIVATIONS)}")
+    # No dropout after the MLP activation: BERT, DistilBERT and RoBERTa drop only after the output projection.
     arguments.update(position="learned", scale_embeddings=False, embedding_norm=True, norm_first=False,
-                     final_norm=False, mlp_activation=_ACTIVATIONS[activation])
+                     final_norm=False, mlp_activation=_ACTIVATIONS[activation], activation_dropout=0.0)
     return arguments
 
 

@@ -30,3 +30,22 @@ def test_bad_arguments():
         FeedForward(0)
     with pytest.raises(ValueError, match=r"`dropout` must be a number in \[0, 1\).*dropout=1"):
         FeedForward(4, dropout=1)
+
+
+def test_activation_dropout_zero_drops_only_after_the_output_projection_as_bert():
+    """With `activation_dropout=0.0` each output is either dropped or the inference output scaled by 1/(1-p): no
+    unit inside was dropped. With the default (the same rate inside) that no longer holds."""
+    x = random_floats(4, 6, 8)
+    bert_like = FeedForward(32, dropout=0.5, activation_dropout=0.0, seed=0)
+    expected, out = to_numpy(bert_like(x)), to_numpy(bert_like(x, training=True))
+    dropped = out == 0.0
+    assert 0.2 < dropped.mean() < 0.8
+    np.testing.assert_allclose(out[~dropped], 2.0 * expected[~dropped], rtol=1e-5, atol=1e-6)
+    vit_like = FeedForward(32, dropout=0.5, seed=0)
+    expected, out = to_numpy(vit_like(x)), to_numpy(vit_like(x, training=True))
+    assert not np.allclose(out[out != 0.0], 2.0 * expected[out != 0.0], rtol=1e-3, atol=1e-4)
+    config = bert_like.get_config()
+    assert config["activation_dropout"] == 0.0 and FeedForward.from_config(config).hidden_dropout.rate == 0.0
+    assert FeedForward(4, dropout=0.3).hidden_dropout.rate == 0.3  # None: the same rate inside, as before
+    with pytest.raises(ValueError, match=r"`activation_dropout` must be a number in \[0, 1\).*activation_dropout=2"):
+        FeedForward(4, activation_dropout=2)

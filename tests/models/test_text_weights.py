@@ -185,6 +185,9 @@ def test_architecture_arguments_cannot_be_overridden(tmp_path):
         TextEncoder.from_pretrained(folder, dim=64)
     encoder = TextEncoder.from_pretrained(folder, dropout=0.0, attention_dropout=0.0)
     assert encoder.dropout == 0.0 and encoder.attention_dropout == 0.0
+    # BERT drops out after the MLP's output projection only, never after its activation: so does the port
+    feed_forward = TextEncoder.from_pretrained(folder).get_layer("block_0").feed_forward
+    assert (feed_forward.output_dropout.rate, feed_forward.hidden_dropout.rate) == (0.1, 0.0)
 
 
 def test_a_folders_own_tokenizer_and_encoder_work_together(checkpoint):
