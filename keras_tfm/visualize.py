@@ -327,9 +327,9 @@ def plot_attention_heads(maps, query_tokens=None, key_tokens=None, sample=0, tit
         image = ax.imshow(weights[head], cmap="viridis", vmin=0.0, vmax=vmax, interpolation="nearest")
         ax.set_title(f"head {head}", fontsize=9)
         if key_tokens is not None:
-            ax.set_xticks(range(keys), [str(t) for t in key_tokens], rotation=90, fontsize=fontsize)
+            ax.set_xticks(range(keys), [printable(t) for t in key_tokens], rotation=90, fontsize=fontsize)
         if query_tokens is not None:
-            ax.set_yticks(range(queries), [str(t) for t in query_tokens], fontsize=fontsize)
+            ax.set_yticks(range(queries), [printable(t) for t in query_tokens], fontsize=fontsize)
         ax.tick_params(labelsize=fontsize if labelled else 7)
         ax.set_xlabel("key (attended to)", fontsize=8)
         if head % columns == 0:
@@ -636,7 +636,7 @@ def plot_alignment(source_tokens, target_tokens, cross_attention, title=None, xl
     ax.set_ylabel(ylabel)
     figure.colorbar(image, ax=ax, fraction=0.046, label="attention weight")
     if title:
-        figure.suptitle(title)  # centred on the figure (the axes sit off-centre beside the colour bar)
+        figure.suptitle(printable(title))  # centred on the figure (the axes sit off-centre beside the colour bar)
     figure.tight_layout()
     return figure
 

@@ -19,10 +19,11 @@ ALLOWED = {
     "metrics": set(),
     "models": {"layers", "metrics", "models", "presets"},
     "attention_probe": {"layers"},
+    "attribution": {"layers"},  # occlusion: runs the model; finds its PatchEmbedding
     "explorer": {"explorer", "attention_probe", "patch_grid"},  # the package's parts; the records; infer_grid
     "visualize": {"explorer", "patch_grid"},
     "patch_grid": set(),
-    "callbacks": {"layers", "attention_probe", "visualize", "explorer"},
+    "callbacks": {"layers", "attention_probe", "attribution", "visualize", "explorer"},
     "text": {"layers", "models", "attention_probe", "text", "data", "presets"},  # data: the IMDB standardiser
     "data": {"data"},
     "schedules": set(),

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.tensorflow_only  # the loaders and TextVectorization ru
 
 @pytest.mark.slow
 @pytest.mark.every_backend
+@pytest.mark.filterwarnings("error:Glyph:UserWarning")  # the reviews' "\x97" is drawn as a space, not as a box
 def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path, capsys, loads_without_recipes):
     folder = write_acl_imdb(tmp_path / "aclImdb", beyond_ascii=True)  # read on every backend
     output_dir = tmp_path / "run"
