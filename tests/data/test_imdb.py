@@ -50,6 +50,17 @@ def test_texts_and_labels_reads_a_dataset_once_into_arrays(tmp_path):
         imdb.texts_and_labels(train.take(0))
 
 
+def test_tfds_loader_reads_a_prepared_copy(tmp_path):
+    """The `--data-dir` path of the recipes: tensorflow-datasets' `imdb_reviews`, train and test, as `(text, label)`."""
+    tfds = pytest.importorskip("tensorflow_datasets")
+    with tfds.testing.mock_data(num_examples=6):  # stands in for a prepared copy in data_dir
+        train, test = imdb.load_imdb(data_dir=str(tmp_path))
+        texts, labels = imdb.texts_and_labels(train)
+        test_texts, _ = imdb.texts_and_labels(test)
+    assert texts.shape == labels.shape == (6,) and len(test_texts) == 6
+    assert all(isinstance(text, str) for text in texts) and set(labels.tolist()) <= {0, 1}
+
+
 @pytest.mark.parametrize("data_dir", [None, "tfds"])
 def test_without_a_network_tfds_answers_at_once_and_leaves_no_folder(data_dir, network_unreachable, tmp_path, caplog):
     pytest.importorskip("tensorflow_datasets")

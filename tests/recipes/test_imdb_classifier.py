@@ -24,7 +24,9 @@ def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path, capsys, load
     folder = write_acl_imdb(tmp_path / "aclImdb", beyond_ascii=True)  # read on every backend
     output_dir = tmp_path / "run"
     keep = KeepModel()
-    summary = imdb_classifier.main(["--quick", "--imdb-dir", str(folder), "--output-dir", str(output_dir)],
+    # Four epochs of 8 steps learn the sample reviews' sentiment words (84-91% on the 32 test reviews, TF/JAX/PyTorch).
+    summary = imdb_classifier.main(["--quick", "--imdb-dir", str(folder), "--output-dir", str(output_dir),
+                                    "--epochs", "4", "--batch-size", "4", "--learning-rate", "3e-3"],
                                    extra_callbacks=[keep])
     loads_without_recipes(output_dir / "model.keras", keep.trained)  # where only keras_tfm is installed
 
@@ -39,8 +41,8 @@ def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path, capsys, load
     assert '"views":["head","model","change"]' in page
 
     saved = json.loads((output_dir / "summary.json").read_text())
-    assert saved["metrics"] == summary["metrics"] and 0.0 <= saved["metrics"]["test_accuracy"] <= 1.0
-    assert saved["flags"]["quick"] is True and saved["flags"]["epochs"] == 1
+    assert saved["metrics"] == summary["metrics"]
+    assert saved["flags"]["quick"] is True and saved["flags"]["epochs"] == 4  # --quick keeps an --epochs given
 
     # The saved model and vocabulary are enough to classify new text.
     vocabulary = imdb.load_vocabulary(output_dir / "vocabulary.txt")
@@ -57,6 +59,14 @@ def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path, capsys, load
     probabilities = pipeline.predict(texts)
     np.testing.assert_allclose(probabilities, keras.ops.convert_to_numpy(keras.ops.softmax(logits)), atol=1e-6)
 
+    # The reported test accuracy is the saved classifier's on the folder's test reviews (one review's flip allowed:
+    # the recipe scores in length buckets, the pipeline pads to max_length).
+    _, test = imdb.load_folder(str(folder))
+    test_texts, test_labels = imdb.texts_and_labels(test)
+    scored = np.mean(np.argmax(pipeline.predict(list(test_texts)), axis=-1) == test_labels)
+    assert abs(saved["metrics"]["test_accuracy"] - scored) <= 1 / len(test_labels) + 1e-9
+    assert scored >= 0.75  # chance is 0.5: guessing gets 24 of 32 right 0.4% of the time
+
     # --predict prints the same probabilities from the run folder, without training.
     before = {name: os.path.getmtime(output_dir / name) for name in os.listdir(output_dir)}
     capsys.readouterr()
@@ -65,17 +75,6 @@ def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path, capsys, load
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-3:] == [f"negative {p[0]:.3f}  positive {p[1]:.3f}  {text}" for p, text in zip(probabilities, texts)]
     assert {name: os.path.getmtime(output_dir / name) for name in os.listdir(output_dir)} == before
-
-
-@pytest.mark.slow
-def test_quick_run_on_mocked_tensorflow_datasets(tmp_path):
-    tfds = pytest.importorskip("tensorflow_datasets")
-    with tfds.testing.mock_data(num_examples=24):
-        summary = imdb_classifier.main(
-            ["--quick", "--no-attention-maps", "--data-dir", str(tmp_path / "tfds"), "--output-dir", str(tmp_path / "run")]
-        )
-    assert 0.0 <= summary["metrics"]["test_accuracy"] <= 1.0
-    assert os.path.exists(tmp_path / "run" / "model.keras") and os.path.exists(tmp_path / "run" / "review_0.png")
 
 
 @pytest.mark.parametrize("flags", [["--data-dir", "{empty}"], ["--imdb-dir", "{empty}"]])
