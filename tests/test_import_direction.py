@@ -23,7 +23,7 @@ ALLOWED = {
     "explorer": {"explorer", "attention_probe", "patch_grid"},  # the package's parts; the records; infer_grid
     "visualize": {"explorer", "patch_grid"},
     "patch_grid": set(),
-    "callbacks": {"layers", "attention_probe", "attribution", "visualize", "explorer"},
+    "callbacks": {"callbacks", "layers", "attention_probe", "attribution", "visualize", "explorer"},
     "text": {"layers", "models", "attention_probe", "text", "data", "presets"},  # data: the IMDB standardiser
     "data": {"data"},
     "schedules": set(),

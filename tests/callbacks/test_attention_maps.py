@@ -187,29 +187,6 @@ def test_image_pictures_of_a_small_data_vit(tmp_path):
     assert os.path.getsize(callback.html_path) > 1000
 
 
-def test_terminate_on_nan_stops_within_its_interval_and_keeps_keras_dispatch_asynchronous():
-    from keras_tfm.callbacks import TerminateOnNaN
-
-    x = np.ones((64, 2), "float32")
-    x[20:] = np.nan  # batch 5 of 16 (batch size 4) is the first with a NaN loss
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    model.compile(optimizer="sgd", loss="mse")
-    stop = TerminateOnNaN(every=4)
-    model.fit(x, x[:, :1], batch_size=4, epochs=3, shuffle=False, callbacks=[stop], verbose=0)
-    epoch, step = stop.stopped_at
-    assert epoch == 0 and 5 <= step < 5 + 4  # seen at the first check after the NaN, not at the end of the epoch
-    # Keras' own reads every batch and turns asynchronous callback dispatch off; this one leaves it on.
-    ours = keras.callbacks.CallbackList([TerminateOnNaN()], model=model)
-    theirs = keras.callbacks.CallbackList([keras.callbacks.TerminateOnNaN()], model=model)
-    assert ours._async_train == keras.src.backend.IS_THREAD_SAFE and not theirs._async_train
-    assert TerminateOnNaN().every is None and TerminateOnNaN(every=4).async_safe is False  # read every step: sync
-    stop = TerminateOnNaN()
-    model.fit(x, x[:, :1], batch_size=4, epochs=3, shuffle=False, callbacks=[stop], verbose=0)
-    assert stop.stopped_at == (0, None)  # the default: caught at the end of the first epoch
-    with pytest.raises(ValueError, match=r"`every` must be None or a positive integer.*every=0"):
-        TerminateOnNaN(every=0)
-
-
 def test_history_starts_before_training_labels_frames_and_ends_with_the_last_epoch(tmp_path):
     """Frame 0 is the model before fit; frames are named by `epoch_label`; a run shorter than `every_n_epochs`
     still writes its pictures and the page it promises (drawn at the end of training)."""

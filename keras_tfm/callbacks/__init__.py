@@ -1,0 +1,23 @@
+"""Callbacks for `model.fit`, one per file.
+
+Seeing inside, while it trains:
+    attention_maps.AttentionMapCallback    attention maps, rollout or occlusion, token heat maps, the change view,
+                                           and the attention explorer page
+    position_encoding_plot.PositionEncodingPlot    a learned position table and its similarities
+    gradient_norm.GradientNormCallback     the global gradient norm in the logs
+
+Training helpers:
+    terminate_on_nan.TerminateOnNaN        stops on a NaN loss without waiting for every step
+    time_budget.TimeBudget                 the epochs that fit in a time budget, with a schedule planned for them
+    checkpoint_average.CheckpointAverage   the mean of the last (or best) epochs' weights, set when training ends
+"""
+
+from keras_tfm.callbacks.attention_maps import AttentionMapCallback
+from keras_tfm.callbacks.checkpoint_average import CheckpointAverage, average_weights
+from keras_tfm.callbacks.gradient_norm import GradientNormCallback
+from keras_tfm.callbacks.position_encoding_plot import PositionEncodingPlot
+from keras_tfm.callbacks.terminate_on_nan import TerminateOnNaN
+from keras_tfm.callbacks.time_budget import TimeBudget
+
+__all__ = ["AttentionMapCallback", "CheckpointAverage", "GradientNormCallback", "PositionEncodingPlot",
+           "TerminateOnNaN", "TimeBudget", "average_weights"]

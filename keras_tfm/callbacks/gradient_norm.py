@@ -1,0 +1,103 @@
+"""`GradientNormCallback`: the global gradient norm in the training logs, per epoch (mean and largest step)."""
+
+import keras
+
+
+def _in_group(path, prefix):
+    """Whether a weight's path holds `prefix` at its start or right after a "/" (`model/block_3/...`)."""
+    return path.startswith(prefix) or f"/{prefix}" in path
+
+
+class GradientNormCallback(keras.callbacks.Callback):
+    """Puts the global gradient norm into the training logs: `gradient_norm` (the mean over the epoch's steps) and
+    `gradient_norm_max` (its largest step), so `History`, `CSVLogger` (a recipe's `history.csv`) and TensorBoard
+    record it. The first thing to print when training does not converge: a norm that climbs by orders of
+    magnitude is an exploding gradient (try a smaller learning rate, warm-up, `clipnorm`, or pre-norm blocks).
+
+    The norm is sqrt(Σ g²) over every trainable weight's gradient, taken before the optimizer clips it (so the
+    reading shows what clipping is up against). It is measured inside the optimizer's `apply` with `keras.ops`,
+    so it works on every backend (tested on TensorFlow and JAX): while training, the optimizer gets three extra
+    variables (a running sum, the largest norm and a step count), removed again when `fit` ends so saved models
+    are unchanged.
+
+    With `groups`, it also logs the norm of each group's gradients, `gradient_norm_{name}` (the mean over the
+    epoch's steps): a group is the trainable weights whose path (`variable.path`, e.g.
+    `model/block_3/attention/...`) holds its prefix at the start or right after a `/`. One group per block shows
+    where in a deep stack the gradient fades.
+
+    List it *before* a `CSVLogger` (callbacks run in order; `History` always comes last), e.g.
+    `model.fit(..., callbacks=[GradientNormCallback(), keras.callbacks.CSVLogger("history.csv")])`.
+    Not for distribution strategies (the sum would be per replica).
+
+    Args:
+        groups: None, or `{name: path prefix}`, e.g. `{f"block_{i}": f"block_{i}/" for i in range(depth)}`.
+
+    Example:
+
+    >>> norms = GradientNormCallback(groups={"embedding": "token_embedding/", "block_0": "block_0/"})
+    >>> model.fit(x, y, callbacks=[norms]).history["gradient_norm_block_0"]  # doctest: +SKIP
+    """
+
+    def __init__(self, groups=None):
+        super().__init__()
+        if groups is not None and (not isinstance(groups, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and v for k, v in groups.items())):
+            raise TypeError("`groups` must be None or a dict {name: path prefix}, both non-empty strings. "
+                            f"Received: groups={groups!r}")
+        self.groups = dict(groups or {})
+
+    def on_train_begin(self, logs=None):
+        optimizer = self.model.optimizer
+        # Under mixed precision the inner optimizer receives the unscaled gradients.
+        self._optimizer = getattr(optimizer, "inner_optimizer", optimizer)
+        self._norm_sum, self._norm_max, self._steps = (
+            self._optimizer.add_variable((), initializer="zeros", dtype="float32", name=f"gradient_norm_{name}")
+            for name in ("sum", "max", "steps")
+        )
+        self._group_sums = {name: self._optimizer.add_variable((), initializer="zeros", dtype="float32",
+                                                               name=f"gradient_norm_group_{i}")
+                            for i, name in enumerate(self.groups)}
+        paths = [variable.path for variable in self.model.trainable_variables]
+        unmatched = [name for name, prefix in self.groups.items() if not any(_in_group(p, prefix) for p in paths)]
+        if unmatched:
+            raise ValueError(f"`groups` {unmatched} match no trainable weight of the model; its weights' paths "
+                             f"begin with {sorted({p.split('/')[0] + '/' for p in paths})}")
+        apply = self._optimizer.apply
+
+        def apply_and_measure(grads, trainable_variables=None):
+            variables = self._optimizer._trainable_variables if trainable_variables is None else trainable_variables
+            squares = [(v.path, keras.ops.sum(keras.ops.square(keras.ops.cast(g, "float32"))))
+                       for g, v in zip(grads, variables) if g is not None]
+            norm = keras.ops.sqrt(keras.ops.sum(keras.ops.stack([s for _, s in squares]))) if squares \
+                else keras.ops.zeros(())
+            self._norm_sum.assign_add(norm)
+            self._norm_max.assign(keras.ops.maximum(self._norm_max, norm))
+            self._steps.assign_add(1.0)
+            for name, prefix in self.groups.items():
+                group = [s for path, s in squares if _in_group(path, prefix)]
+                if group:
+                    self._group_sums[name].assign_add(keras.ops.sqrt(keras.ops.sum(keras.ops.stack(group))))
+            return apply(grads, trainable_variables)
+
+        self._optimizer.apply = apply_and_measure  # an instance attribute: the class is untouched
+
+    def on_epoch_begin(self, epoch, logs=None):
+        for variable in (self._norm_sum, self._norm_max, self._steps, *self._group_sums.values()):
+            variable.assign(keras.ops.zeros(()))
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None:
+            return
+        steps = float(keras.ops.convert_to_numpy(self._steps))
+        total = float(keras.ops.convert_to_numpy(self._norm_sum))
+        logs["gradient_norm"] = total / steps if steps else float("nan")
+        logs["gradient_norm_max"] = float(keras.ops.convert_to_numpy(self._norm_max)) if steps else float("nan")
+        for name, total in self._group_sums.items():
+            logs[f"gradient_norm_{name}"] = float(keras.ops.convert_to_numpy(total)) / steps if steps else float("nan")
+
+    def on_train_end(self, logs=None):
+        del self._optimizer.apply  # back to the class's method
+        added = {id(v) for v in (self._norm_sum, self._norm_max, self._steps, *self._group_sums.values())}
+        variables = self._optimizer._variables  # in place: the optimizer's variable tracker holds this very list
+        for index in reversed([i for i, v in enumerate(variables) if id(v) in added]):
+            del variables[index]  # by position: `==` on variables compares values

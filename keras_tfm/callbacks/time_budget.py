@@ -1,0 +1,118 @@
+"""`TimeBudget`: train as many epochs as fit in a time budget, with a learning-rate schedule planned for exactly
+those epochs, so that a one-hour run is a proper short schedule, not the first hour of a long one (the recipes'
+`--time-budget`)."""
+
+import numbers
+import time
+
+import keras
+
+
+class TimeBudget(keras.callbacks.Callback):
+    """Trains for the whole epochs that fit in `minutes`, and plans `schedule` for them.
+
+    After the first epoch (of this `fit`), the epochs that still fit in the budget are estimated from its
+    duration; training is planned to end after them (at most `fit`'s `epochs`), and `schedule.plan` gets that
+    many steps, so the learning rate reaches 0 at the planned end. The budget counts `fit` from its start:
+    training and validation, not data loading or model building. The first training step, which traces and
+    compiles the step function, is left out of the estimate (its time is replaced by that of an average step);
+    validation's own tracing is not, so the estimate is on the safe side.
+
+    After every later epoch the estimate is made again from the mean duration of the epochs so far, each timed
+    from the end of the one before (so what other callbacks do between epochs, a checkpoint, counts). When the
+    planned end no longer fits (the machine got slower, or another process shares it), the plan is shortened to
+    the epochs that do and the schedule re-planned, so the decay still ends inside the budget; the learning rate
+    then steps down to where the shorter cosine is. A plan is never lengthened: faster epochs end the run early
+    with the decay complete, rather than raising the learning rate again. If an epoch still passes the budget,
+    training stops at its end. The first epoch itself runs on the schedule made before (`--epochs` long), which
+    only makes its warm-up slower. A resumed run gets the whole budget again. `plans` lists `(epochs done,
+    epochs planned)` for the first plan and every shortening. A jitted JAX step is traced and compiled again for
+    each plan (it reads the planned length as a constant); the other backends read it from a variable.
+
+    Args:
+        minutes: the budget, a positive number of minutes.
+        schedule: a `keras_tfm.schedules.PlannedWarmupCosine` (or anything with `plan(total_steps)`), or None to
+            only stop.
+        clock: a function returning seconds (tests pass a fake one).
+        verbose: whether to print the plan.
+
+    Example:
+
+    >>> schedule = keras_tfm.schedules.PlannedWarmupCosine(1e-3, total_steps=100 * steps_per_epoch)  # doctest: +SKIP
+    >>> model.compile(optimizer=keras.optimizers.AdamW(schedule), loss="mse")  # doctest: +SKIP
+    >>> model.fit(x, y, epochs=100, callbacks=[TimeBudget(60, schedule)])  # doctest: +SKIP
+    """
+
+    def __init__(self, minutes, schedule=None, clock=time.monotonic, verbose=True):
+        super().__init__()
+        if isinstance(minutes, bool) or not isinstance(minutes, numbers.Real) or not minutes > 0:
+            raise ValueError(f"`minutes` must be a positive number. Received: minutes={minutes!r}")
+        if schedule is not None and not callable(getattr(schedule, "plan", None)):
+            raise TypeError("`schedule` must have a `plan(total_steps)` method (a PlannedWarmupCosine) or be None. "
+                            f"Received: schedule={schedule!r}")
+        self.minutes = minutes
+        self.schedule = schedule
+        self.clock = clock
+        self.verbose = verbose
+        self.planned_epochs = None
+
+    async_safe = True  # it reads the clock only: Keras may run it on a helper thread, the step never waits
+
+    def on_train_begin(self, logs=None):
+        self.started = self.clock()
+        self.planned_epochs = None
+        self.plans = []
+        self.durations = []  # seconds of each epoch of this fit, end to end (the first without its tracing step)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch_started = self.clock()
+        self.first = self.last = None  # (step index, time) of the first and the last finished step seen
+
+    def on_train_batch_end(self, batch, logs=None):
+        # With steps_per_execution = k this comes every k steps, with the last step's index; on a helper thread
+        # the calls may arrive out of order, hence min and max.
+        if self.planned_epochs is None:
+            seen = (batch, self.clock())
+            self.first = seen if self.first is None or batch < self.first[0] else self.first
+            self.last = seen if self.last is None or batch > self.last[0] else self.last
+
+    def on_epoch_end(self, epoch, logs=None):
+        now = self.clock()
+        elapsed, budget = now - self.started, 60.0 * self.minutes
+        first = self.planned_epochs is None  # the first epoch of this fit: plan from it
+        # From the end of the epoch before: what the other callbacks do between epochs (checkpoints, pictures)
+        # takes the budget's time too.
+        seconds = now - (self.epoch_started if first else self.previous_end)
+        self.previous_end = now
+        if first:
+            # Keras' step count where it knows one: with steps_per_execution = k the last call's index is that of
+            # the k-th step of the last execution even when the epoch ends before it.
+            known = self.params.get("steps") if self.params else None
+            self.steps = known or (self.last[0] + 1 if self.last else 1)
+            if self.last and self.last[0] > self.first[0]:
+                # The first execution, with tracing and compilation, counted as an average one.
+                average_step = (self.last[1] - self.first[1]) / (self.last[0] - self.first[0])
+                seconds -= (self.first[1] - self.epoch_started) - average_step * (self.first[0] + 1)
+        self.durations.append(max(seconds, 1e-9))
+        pace = sum(self.durations) / len(self.durations)
+        fitting = epoch + 1 + max(int((budget - elapsed) // pace), 0)  # this many epochs end inside the budget
+        most = self.params.get("epochs") if self.params else None
+        fitting = min(fitting, most) if most else fitting
+        if first or fitting < self.planned_epochs:
+            self.planned_epochs = fitting
+            self.plans.append((epoch + 1, fitting))
+            if self.schedule is not None:
+                self.schedule.plan(fitting * self.steps)
+                if keras.backend.backend() == "jax" and getattr(self.model, "jit_compile", False):
+                    # A jitted JAX step receives only the model's, optimizer's and metrics' variables; it read
+                    # the schedule's planned length as a constant when it was traced. Trace it again.
+                    self.model.make_train_function(force=True)
+            if self.verbose and first:
+                print(f"time budget {self.minutes:g} min: {elapsed:.0f} s used by the first epoch, about "
+                      f"{pace:.0f} s per epoch from now on, so training is planned for {fitting} "
+                      f"epochs of {self.steps} steps")
+            elif self.verbose:
+                print(f"time budget {self.minutes:g} min: epochs take {pace:.0f} s on average, so the plan is "
+                      f"shortened to {fitting} epochs ({elapsed:.0f} s used)")
+        if elapsed >= budget or epoch + 1 >= self.planned_epochs:
+            self.model.stop_training = True
