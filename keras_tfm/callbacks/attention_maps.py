@@ -46,7 +46,8 @@ class AttentionMapCallback(keras.callbacks.Callback):
 
     * images (ViT): `rollout_{i}` — attention rollout of the [CLS] token over each image; for a pooled ViT (no
       [CLS] token) `occlusion_{i}` instead — how far the predicted class's score falls when each patch is
-      hidden (`keras_tfm.attribution`), since the rollout of every token is mostly a position prior;
+      hidden (`keras_tfm.attribution`), since the rollout of every token is mostly a position prior (the
+      explorer page's image view opens on sample 0's occlusion map, one per frame);
     * text (classifier): `tokens_{i}` — each review as a heat map of the [CLS] token's (or, with mean pooling,
       the average) attention in the last block;
     * seq2seq: `alignment_{i}` — the last decoder block's cross-attention, target tokens over source tokens;
@@ -127,6 +128,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
         self.epoch_label = epoch_label or (lambda epoch: f"epoch {epoch}")
         self.html_path = os.path.join(output_dir, "attention.html") if html else None
         self._history = None  # the quantised maps of every drawn epoch, for the explorer page
+        self._relevance = None  # a pooled ViT's occlusion map of sample 0 at the epoch being drawn, for the page
         self.written = []  # every file written, in order
         self._writer = None
         self._last_epoch = self._last_drawn = None  # the last epoch trained and the last drawn
@@ -274,7 +276,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
             self._history = AttentionHistory(tokens=self._explorer_tokens(maps), title=f"{self.model.name}: attention",
                                              image=image, num_prefix_tokens=prefix)
             self.written.extend([self.html_path, data_path(self.html_path)])  # the page, and its data for resume
-        self._history.add(maps, epoch=epoch, label=self.label(epoch))
+        self._history.add(maps, epoch=epoch, label=self.label(epoch), relevance=self._relevance)
         if first:  # a run started again in the same folder: the page keeps the epochs drawn before
             self._history.resume(self.html_path)
         self._history.save(self.html_path)
@@ -337,7 +339,8 @@ class AttentionMapCallback(keras.callbacks.Callback):
         if prefix == 0 and any(isinstance(layer, PatchEmbedding) for layer in iter_layers(self.model)):
             # A pooled ViT reads every token: its rollout's mean row is mostly a position prior, the same on
             # every image (see keras_tfm.attribution). Occlusion shows the evidence for its prediction instead.
-            drops = occlusion_map(self.model, self.inputs[:count])
+            drops = occlusion_map(self.model, self.inputs[:max(count, 1)])
+            self._relevance = drops[0]  # the explorer's image view opens on it
             return [(f"occlusion_{i}", visualize.plot_occlusion(self.inputs[i], drops[i], title=titles[i]))
                     for i in range(count)]
         rollout = visualize.attention_rollout(maps)

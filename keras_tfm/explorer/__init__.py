@@ -125,6 +125,7 @@ class AttentionHistory:
         self.epochs = []  # when each snapshot was taken, in epochs (0: before training), for ordering and resume
         self.labels = []  # what each snapshot is, as the page shows it ("before fine-tuning", "epoch 0.25")
         self.snapshots = []  # per snapshot: [uint8 (heads, q, k) per layer]
+        self.relevance = []  # per snapshot: the image's patch shares (rows * columns floats, row-major), or None
         self._image_info = None
         if self.image is not None:
             self._image_png = base64.b64encode(_png(self.image)).decode("ascii")
@@ -201,12 +202,15 @@ class AttentionHistory:
                                 "height": int(self.image.shape[0]), "width": int(self.image.shape[1])}
         return described
 
-    def add(self, maps, epoch=None, label=None):
+    def add(self, maps, epoch=None, label=None, relevance=None):
         """Stores one snapshot (quantised) of `maps`: what `attention_maps` returns (`(batch, heads, q, k)` or
         `(heads, q, k)` weights), a list of `AttentionMap` records, a `{name: array}` dict, a list of arrays, or
         one array. `epoch` says when it was taken, in epochs (default: 1, 2, ...; 0 = before training, 0.25 =
-        a quarter into the first epoch); `label` what the page calls it (default: "epoch {epoch}"). Returns the
-        history."""
+        a quarter into the first epoch); `label` what the page calls it (default: "epoch {epoch}"). With an
+        image, `relevance` `(rows, columns)` is where the prediction comes from at that time, one value per patch
+        (`keras_tfm.attribution.occlusion_map`'s score drops: the image view shows them as shares of the total,
+        and opens on them for a model without a [CLS] token, whose rollout mostly shows a position prior).
+        Returns the history."""
         layers = []
         for record in self._records(maps):
             name, m = record.name, np.asarray(record.weights, dtype="float32")
@@ -227,16 +231,34 @@ class AttentionHistory:
         if [(record.name, m.shape[0]) for record, m in layers] != expected:
             raise ValueError(f"Every snapshot must have the layers and heads of the first: {expected}. Received: "
                              f"{[(record.name, m.shape[0]) for record, m in layers]}")
+        if relevance is not None:
+            relevance = self._relevance_shares(relevance)
         snapshot = []
         for layer, (_, m) in zip(self.layers, layers):
             queries, keys = len(layer["queries"]), len(layer["keys"])
             snapshot.append(_quantize(m[:, :queries, :keys]))  # (heads, q, k); padding rows and columns cut
         self.snapshots.append(snapshot)
+        self.relevance.append(relevance)
         self.epochs.append(len(self.epochs) + 1 if epoch is None else epoch)
         if label is None:
             label = f"epoch {self.epochs[-1]:g}" if isinstance(self.epochs[-1], numbers.Real) else str(self.epochs[-1])
         self.labels.append(str(label))
         return self
+
+    def _relevance_shares(self, relevance):
+        """`relevance` as a list of rows * columns shares (the positive part, summing to 1), rounded to 4 digits."""
+        if self._image_info is None:
+            raise ValueError("`relevance` needs the image view: make the history with `image=`.")
+        grid = (self._image_info["rows"], self._image_info["columns"])
+        values = np.asarray(relevance, dtype="float64")
+        if values.shape != grid:
+            raise ValueError(f"`relevance` must have the patch grid's shape {grid} (rows, columns). Received: shape "
+                             f"{values.shape}")
+        if not np.all(np.isfinite(values)):
+            raise ValueError("`relevance` has non-finite values.")
+        values = np.maximum(values, 0.0)
+        total = values.sum()
+        return [round(float(v), 4) for v in (values / total if total > 0 else values).ravel()]
 
     @property
     def nbytes(self):
@@ -260,16 +282,21 @@ class AttentionHistory:
             "layers": self.layers,
             "maps": [[base64.b64encode(m.tobytes()).decode("ascii") for m in snapshot] for snapshot in self.snapshots],
             "image": self._image_info,
+            "relevance": self.relevance if any(r is not None for r in self.relevance) else None,
         }
 
     def _start(self):
         """The layers the page opens on, the most telling ones: a seq2seq model's last cross-attention (where the
         alignment is), else the last layer (the one the head reads: [CLS] or the pooled tokens); in the image
-        view, the last self-attention layer, for the [CLS] token."""
+        view, the last self-attention layer, for the [CLS] token; without a [CLS] token, the relevance when the
+        history has it."""
         cross = [j for j, layer in enumerate(self.layers) if layer["kind"] == "cross"]
         square = [j for j, layer in enumerate(self.layers) if len(layer["queries"]) == len(layer["keys"])]
-        return {"headLayer": cross[-1] if cross else len(self.layers) - 1,
-                "imageLayer": str(square[-1]) if square else "rollout"}
+        pooled = self._image_info is not None and self._image_info["prefix"] == 0
+        image_layer = str(square[-1]) if square else "rollout"
+        if pooled and any(r is not None for r in self.relevance):
+            image_layer = "relevance"
+        return {"headLayer": cross[-1] if cross else len(self.layers) - 1, "imageLayer": image_layer}
 
     def html(self):
         """The page, as a string."""
@@ -294,6 +321,8 @@ class AttentionHistory:
         snapshots = [[np.frombuffer(base64.b64decode(m), dtype="uint8").reshape(shape)
                       for m, shape in zip(old["maps"][i], shapes)] for i in earlier]
         self.snapshots[:0] = snapshots
+        old_relevance = old.get("relevance") or [None] * len(old["epochs"])
+        self.relevance[:0] = [old_relevance[i] for i in earlier]
         self.epochs[:0] = [_number(old["epochs"][i]) for i in earlier]
         self.labels[:0] = [old.get("labels", [f"epoch {e}" for e in old["epochs"]])[i] for i in earlier]
         return len(earlier)

@@ -1,7 +1,8 @@
 "use strict";
 // The image view (ViT): the image under a heat overlay of where one query token looks, for one layer and head,
-// the mean of the heads, or the attention rollout of every layer. Runs in the page only: it uses main.js's D,
-// state, row, el, $.
+// the mean of the heads, or the attention rollout of every layer; or, where the page has it (D.relevance), each
+// frame's occlusion map: where the prediction comes from. Runs in the page only: it uses main.js's D, state, row,
+// el, $.
 
 const rollouts = {}; // epoch -> the rollout over its square layers, computed once
 let baseImage = null;
@@ -17,6 +18,7 @@ function imageRollout(epoch) { // the rollout (rollout.js) of the heads' mean of
 
 function setupImage() {
   const I = D.image, layer = $("image-layer"), head = $("image-head");
+  if (D.relevance) el("option", { value: "relevance" }, layer).textContent = "occlusion (what the prediction needs)";
   el("option", { value: "rollout" }, layer).textContent = "rollout (all layers)";
   D.layers.forEach((L, j) => {
     if (L.queries.length === L.keys.length) el("option", { value: j }, layer).textContent = L.name;
@@ -46,6 +48,9 @@ function setupImage() {
 
 function imageWeights() { // the shown weights: the query's attention over the patches (prefix keys left out)
   const e = state.epoch;
+  if (state.imageLayer === "relevance") { // this frame's shares of the score drop (zeros for a frame without one)
+    return D.relevance[e] || new Array(D.image.rows * D.image.columns).fill(0);
+  }
   if (state.imageLayer === "rollout") {
     const R = imageRollout(e);
     return queryOverPatches((q) => R[q], state.query, D.image);
@@ -56,7 +61,9 @@ function imageWeights() { // the shown weights: the query's attention over the p
 
 function renderImage() {
   const I = D.image, base = $("image-base"), overlay = $("image-overlay");
-  $("image-head").disabled = state.imageLayer === "rollout";
+  const attention = state.imageLayer !== "relevance";
+  $("image-head").disabled = state.imageLayer === "rollout" || !attention;
+  $("image-cls").disabled = !attention;
   if (!baseImage || !baseImage.complete) return;
   for (const canvas of [base, $("image-plain")]) {
     const b = canvas.getContext("2d");
@@ -71,12 +78,18 @@ function renderImage() {
     o.fillStyle = "rgba(" + c[0] + "," + c[1] + "," + c[2] + "," + alpha + ")";
     o.fillRect((p % I.columns) * cw, Math.floor(p / I.columns) * ch, Math.ceil(cw), Math.ceil(ch));
   }
-  if (state.query !== null && state.query >= I.prefix) {
+  if (attention && state.query !== null && state.query >= I.prefix) {
     const p = state.query - I.prefix;
     o.strokeStyle = "#00e5ff"; o.lineWidth = 3;
     o.strokeRect((p % I.columns) * cw + 1.5, Math.floor(p / I.columns) * ch + 1.5, cw - 3, ch - 3);
   }
   overlay.dataset.weights = JSON.stringify(w.map((v) => Number(v.toFixed(4))));
+  if (!attention) {
+    $("image-readout").textContent = "occlusion, " + frameLabel(state.epoch) + ": each patch's share of the fall in the"
+      + " predicted class's score when the patch is hidden (painted with the image's mean colour), from " + fmt(low)
+      + " (dark) to " + fmt(high) + " (bright); " + I.rows + "×" + I.columns + " patches.";
+    return;
+  }
   const what = state.imageLayer === "rollout" ? "rollout over all layers"
     : D.layers[Number(state.imageLayer)].name + ", " + (state.imageHead === "mean" ? "mean of heads" : "head " + state.imageHead);
   const query = state.query === null ? "all patches (mean)" : state.query < I.prefix ? "[CLS]" : "patch " + (state.query - I.prefix)

@@ -1,4 +1,5 @@
 import glob
+import json
 import os
 
 import keras
@@ -6,7 +7,9 @@ import numpy as np
 import pytest
 
 from keras_tfm import visualize
+from keras_tfm.attribution import occlusion_map
 from keras_tfm.callbacks import AttentionMapCallback, PositionEncodingPlot
+from keras_tfm.explorer import data_path
 from keras_tfm.models import TextClassifier, ViT
 from tests.helpers import padded_ids, reverse_digits, small_reverser
 from tests.visualization.test_visualize import png_size
@@ -185,6 +188,12 @@ def test_image_pictures_of_a_small_data_vit(tmp_path):
     assert os.path.exists(tmp_path / "maps" / "epoch_002_occlusion_1.png")
     assert not glob.glob(str(tmp_path / "maps" / "*rollout*"))
     assert os.path.getsize(callback.html_path) > 1000
+    # the page opens on sample 0's occlusion map, one per frame, the same shares as the picture's
+    data = json.loads(open(data_path(callback.html_path), encoding="utf-8").read())
+    assert data["start"]["imageLayer"] == "relevance" and len(data["relevance"]) == len(data["epochs"]) == 3
+    drops = occlusion_map(model, x[:1])[0]
+    np.testing.assert_allclose(data["relevance"][-1], np.maximum(drops, 0).ravel() / np.maximum(drops, 0).sum(),
+                               atol=5e-5)
 
 
 def test_history_starts_before_training_labels_frames_and_ends_with_the_last_epoch(tmp_path):

@@ -267,6 +267,27 @@ def test_save_keeps_the_data_beside_the_page_for_resume(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["attention.html", "attention.json"]  # no partial files
 
 
+def test_relevance_frames_are_shares_of_the_patch_grid_kept_on_resume(tmp_path, vit_case):
+    maps, image = vit_case  # [CLS] + 4 x 4 patches
+    drops = np.arange(16, dtype="float64").reshape(4, 4) - 5.0  # patches 6..15 lowered the score
+    history = AttentionHistory(image=image).add(maps, epoch=1, relevance=drops).add(maps, epoch=2)
+    shares = np.maximum(drops, 0).ravel() / np.maximum(drops, 0).sum()
+    np.testing.assert_allclose(history.data()["relevance"][0], shares, atol=5e-5)
+    assert history.data()["relevance"][1] is None  # a frame without one
+    assert history.data()["start"]["imageLayer"] != "relevance"  # a [CLS] model opens on its [CLS] row still
+    assert AttentionHistory(image=image).add(maps).data()["relevance"] is None
+    page = tmp_path / "attention.html"
+    history.save(page)
+    again = AttentionHistory(image=image).add(maps, epoch=3, relevance=drops)
+    assert again.resume(page) == 2 and again.relevance[0] == history.relevance[0] and again.relevance[1] is None
+    with pytest.raises(ValueError, match=r"`relevance` must have the patch grid's shape \(4, 4\).*\(16,\)"):
+        AttentionHistory(image=image).add(maps, relevance=drops.ravel())
+    with pytest.raises(ValueError, match="`relevance` needs the image view"):
+        AttentionHistory().add(maps, relevance=drops)
+    with pytest.raises(ValueError, match="non-finite"):
+        AttentionHistory(image=image).add(maps, relevance=drops * np.nan)
+
+
 def test_save_attention_html_writes_the_page(tmp_path, text_case):
     maps, tokens = text_case
     path = save_attention_html(tmp_path / "a.html", maps, tokens=tokens)
@@ -537,6 +558,29 @@ def test_image_view_without_class_token_averages_over_the_patches(browser, tmp_p
     weights, _ = overlay_state(page)
     assert np.abs(weights - maps["block_0"][0, 1].mean(0)).max() <= SHOWN  # 16 patches, no prefix token
     page.select_option("#image-layer", "rollout")
+    weights, _ = overlay_state(page)
+    assert np.abs(weights - visualize.attention_rollout(maps)[0].mean(0)).max() <= 2 * SHOWN
+    assert page.errors == []
+
+
+def test_a_pooled_vits_page_opens_on_each_frames_occlusion_map(browser, tmp_path):
+    keras.utils.set_random_seed(11)
+    model = ViT(image_size=8, patch_size=2, num_classes=2, dim=16, depth=1, num_heads=2, mlp_dim=32, pool="mean")
+    image = np.random.default_rng(1).integers(0, 256, (8, 8, 3)).astype("uint8")
+    maps = attention_maps(model, image[None])
+    first, second = np.zeros((4, 4)), np.zeros((4, 4))
+    first[0, 1], first[3, 3], first[2, 0] = 3.0, 1.0, -2.0  # a patch that raised the score counts as 0
+    second[1, 2] = 0.5
+    history = AttentionHistory(image=image).add(maps, epoch=1, relevance=first).add(maps, epoch=2, relevance=second)
+    page = browser.open(history.html(), tmp_path / "pooled.html")
+    assert page.locator("#image-layer").input_value() == "relevance" and page.is_disabled("#image-head")
+    weights, _ = overlay_state(page)  # the last frame: all of it on row 1, column 2
+    np.testing.assert_allclose(weights, np.eye(16)[1 * 4 + 2], atol=1e-4)
+    page.locator("#epoch").press("Home")  # the first frame
+    weights, _ = overlay_state(page)
+    np.testing.assert_allclose(weights, np.eye(16)[1] * 0.75 + np.eye(16)[15] * 0.25, atol=1e-4)
+    assert "occlusion, epoch 1" in page.inner_text("#image-readout")
+    page.select_option("#image-layer", "rollout")  # the attention is still there to compare
     weights, _ = overlay_state(page)
     assert np.abs(weights - visualize.attention_rollout(maps)[0].mean(0)).max() <= 2 * SHOWN
     assert page.errors == []
