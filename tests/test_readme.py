@@ -168,22 +168,21 @@ def test_the_checkpoint_commands_are_the_ones_the_recipe_names():
 
 
 def test_the_large_tests_command_selects_them_and_only_them():
-    """docs/developing.md's command for the `large` tests: collected (not run; they take minutes), it names every
-    test marked `large` and none that CI runs; without `--run-large` each of them skips, saying how to run it."""
-    def pytest_run(*options):
-        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *options],
-                                cwd=ROOT, capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-        return result.stdout
-
+    """docs/developing.md's command for the `large` tests selects every test marked `large` and none that CI runs;
+    without `--run-large` each of them skips, saying how to run it. One pytest run (its selection, without the
+    flag, skipped: they take minutes) checks both."""
     options = LARGE_TESTS_COMMAND.split()[3:]
-    assert options[:2] == ["-n", "auto"]
-    large = [line for line in pytest_run("--collect-only", *options[2:]).splitlines() if "::" in line]
+    assert options == ["-n", "auto", "--run-large", "-m", "large"]
+    result = subprocess.run([sys.executable, "-m", "pytest", "-v", "-rs", "-p", "no:cacheprovider", *options[3:]],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    large = [line.split()[0] for line in result.stdout.splitlines() if "::" in line and " SKIPPED " in line]
+    reasons = [line for line in result.stdout.splitlines() if line.startswith("SKIPPED [")]
+    assert reasons and all("large: run with --run-large" in line for line in reasons)
     variants = sorted(test.split("[")[1].rstrip("]") for test in large if "test_quick_variant_runs" in test)
     assert variants == ["clipping", "combine", "heads", "norm", "position"]  # what docs/developing.md says
     assert len(large) == 8 and any("test_fast_path.py" in test for test in large)
-    skipped = pytest_run("-m", "large")
-    assert f"{len(large)} skipped" in skipped and "large: run with --run-large" in skipped
+    assert f"{len(large)} skipped" in result.stdout and " passed" not in result.stdout
 
 
 @pytest.mark.parametrize("recipe, arguments", list(_recipe_commands()), ids=lambda v: str(v))
