@@ -357,7 +357,7 @@ def training_devices():
 
 def default_steps_per_execution(distribute="none"):
     """Training steps per call into the compiled step function when `--steps-per-execution` is not given:
-    STEPS_PER_EXECUTION (measured: benchmarks/step_overhead.py), or 1 on PyTorch (all Keras supports there) and
+    STEPS_PER_EXECUTION (measured: docs/results.md, "Training-step overhead"), or 1 on PyTorch (all Keras supports there) and
     under a `tf.distribute` strategy (Keras 3.15's multi-step loop fails there: "You must feed a value for
     placeholder tensor")."""
     if keras.backend.backend() == "torch" or distribute in ("mirrored", "multiworker"):
