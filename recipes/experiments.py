@@ -221,6 +221,23 @@ def greedy_exact_match(model, source, target):
     return float(np.mean(correct.all(axis=1)))
 
 
+def init_max_weight(model, source, target):
+    """How peaked a Seq2SeqTransformer's encoder attention is (before training): the largest weight of each real
+    query's row, averaged over the rows, heads and encoder blocks (1.0 = all weight on one key)."""
+    maps = attention_maps(model, (source, target[:, :-1]))
+    encoder = [record.weights for record in maps.of_kind("encoder")]
+    mask = source > 0
+    return float(np.mean([m.max(-1).mean(1)[mask].mean() for m in encoder]))
+
+
+def learning_rate_schedule(learning_rate, steps, warmup):
+    """`warmup`: True = 10% linear warm-up then cosine decay over `steps`, a number = that warm-up fraction (0:
+    cosine decay alone), False = the constant `learning_rate`."""
+    if warmup is False:
+        return learning_rate
+    return common.warmup_cosine(learning_rate, steps, 0.1 if warmup is True else float(warmup))
+
+
 def train_seq2seq(settings, task="reverse", learning_rate=3e-3, warmup=True, clipnorm=1.0, measure_init=False,
                   keep_model=False, **model_kwargs):
     """Trains a tiny Seq2SeqTransformer on a digit task; returns its held-out exact match (greedy decoding),
@@ -231,17 +248,9 @@ def train_seq2seq(settings, task="reverse", learning_rate=3e-3, warmup=True, cli
     vocab = digits.VOCAB_SIZE
     model = Seq2SeqTransformer.from_preset("tiny", source_vocab_size=vocab, target_vocab_size=vocab,
                                            max_length=settings.max_digits + 2, dropout=0.0, **model_kwargs)
-    result = {}
-    if measure_init:  # how peaked is attention before any training? (1.0 = all weight on one key)
-        maps = attention_maps(model, (x_test[:64], y_test[:64, :-1]))
-        encoder = [record.weights for record in maps.of_kind("encoder")]
-        mask = x_test[:64] > 0
-        result["init_max_weight"] = float(np.mean([m.max(-1).mean(1)[mask].mean() for m in encoder]))
+    result = {"init_max_weight": init_max_weight(model, x_test[:64], y_test[:64])} if measure_init else {}
     steps = settings.epochs * common.steps_per_epoch(len(x_train), settings.batch_size)
-    # warmup: True = 10% linear warm-up then cosine decay, a number = that warm-up fraction (0: cosine decay
-    # alone), False = a constant rate.
-    schedule = learning_rate if warmup is False else common.warmup_cosine(
-        learning_rate, steps, 0.1 if warmup is True else float(warmup))
+    schedule = learning_rate_schedule(learning_rate, steps, warmup)
     model.compile_for_training(keras.optimizers.Adam(schedule, clipnorm=clipnorm), run_eagerly=settings.quick)
     started = time.time()
     history = model.fit((x_train, y_train[:, :-1]), y_train[:, 1:], batch_size=settings.batch_size,
