@@ -64,6 +64,10 @@ function renderImage() {
   const attention = state.imageLayer !== "relevance";
   $("image-head").disabled = state.imageLayer === "rollout" || !attention;
   $("image-cls").disabled = !attention;
+  $("image-hint").textContent = attention
+    ? "The heat shows where the chosen query token looks. Click a patch to make it the query."
+    : "The heat shows which patches the prediction needs: hiding a bright one lowers the predicted class's score most.";
+  $("image-caption").textContent = attention ? "where the query looks" : "what the prediction needs";
   if (!baseImage || !baseImage.complete) return;
   for (const canvas of [base, $("image-plain")]) {
     const b = canvas.getContext("2d");

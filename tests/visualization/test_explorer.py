@@ -580,7 +580,9 @@ def test_a_pooled_vits_page_opens_on_each_frames_occlusion_map(browser, tmp_path
     weights, _ = overlay_state(page)
     np.testing.assert_allclose(weights, np.eye(16)[1] * 0.75 + np.eye(16)[15] * 0.25, atol=1e-4)
     assert "occlusion, epoch 1" in page.inner_text("#image-readout")
+    assert page.inner_text("#image-caption") == "what the prediction needs"
     page.select_option("#image-layer", "rollout")  # the attention is still there to compare
+    assert page.inner_text("#image-caption") == "where the query looks"
     weights, _ = overlay_state(page)
     assert np.abs(weights - visualize.attention_rollout(maps)[0].mean(0)).max() <= 2 * SHOWN
     assert page.errors == []
