@@ -270,7 +270,7 @@ class Worker:
 
 def jit_modes(backend, jit):
     """The `jit_compile` values to run on `backend` for `--jit`; "recipes" = what the recipes take on a CPU
-    (recipes.common.FAST_PATHS): XLA on TensorFlow, jax.jit on JAX, eager on PyTorch, plus TensorFlow's graph
+    (recipes/fast_paths.json): XLA on TensorFlow, jax.jit on JAX, eager on PyTorch, plus TensorFlow's graph
     without XLA (its default before 2026-12)."""
     if jit == "recipes":
         return {"tensorflow": [False, True], "jax": [True], "torch": [False]}[backend]
@@ -293,7 +293,7 @@ def main(argv=None):
     parser.add_argument("--output", default=None, help="write every measurement as JSON here")
     parser.add_argument("--list", action="store_true", help="print the setups and exit")
     parser.add_argument("--table", nargs="+", metavar="JSON", default=None,
-                        help="print the entry of recipes.common.FAST_PATHS for the CPU these --output files were "
+                        help="print the entry of recipes/fast_paths.json for the CPU these --output files were "
                              "measured on (the fastest path per recipe and backend at --cores, default 2) and exit")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -393,10 +393,11 @@ def run_units(run):
 
 
 def fast_paths_table(runs, cores=2):
-    """This CPU kind's entry of `recipes.common.FAST_PATHS` as Python source: for each recipe of SETUPS and each
-    backend, the fastest (dtype policy, jit_compile, examples/s) measured at `cores` cores in `runs` (the JSON
-    that `--output` writes; a later run's measurement of the same configuration replaces an earlier one's). The
-    runs must come from CPUs with the same bf16 units (`keras_tfm.hardware.bf16_units`)."""
+    """This CPU kind's entry of `recipes/fast_paths.json` (what `recipes.common.FAST_PATHS` reads) as JSON text:
+    for each recipe of SETUPS and each backend, the fastest (dtype policy, jit_compile, examples/s) measured at
+    `cores` cores in `runs` (the JSON that `--output` writes; a later run's measurement of the same configuration
+    replaces an earlier one's), and on which CPU and when. The runs must come from CPUs with the same bf16 units
+    (`keras_tfm.hardware.bf16_units`); the entry replaces that kind's in the file."""
     units = {run_units(run) for run in runs}
     if len(units) != 1 or None in units:
         raise ValueError(f"`runs` must be measured on CPUs with the same bf16 units (amx_bf16 or avx512_bf16): "
@@ -410,12 +411,11 @@ def fast_paths_table(runs, cores=2):
     table = {}
     for (setup, backend, precision, jit), speed in speeds.items():
         paths = table.setdefault(SETUPS[setup][0], {})
-        if backend not in paths or speed > paths[backend][2]:
-            paths[backend] = (precision, jit, float(f"{speed:.3g}"))
-    lines = [f"FAST_PATHS[{units.pop()!r}] = {{"]
-    for recipe, paths in table.items():
-        lines.append(f"    {recipe!r}: {{{', '.join(f'{b!r}: {p!r}' for b, p in sorted(paths.items()))}}},")
-    return "\n".join(lines + ["}"])
+        if backend not in paths or speed > paths[backend]["examples_per_second"]:
+            paths[backend] = {"policy": precision, "jit_compile": jit, "examples_per_second": float(f"{speed:.3g}")}
+    measured = "; ".join(sorted({f"{run.get('cpu', '?')}, {run.get('date', '?')}" for run in runs}))
+    entry = {"measured": measured, "paths": {recipe: dict(sorted(paths.items())) for recipe, paths in table.items()}}
+    return json.dumps({units.pop(): entry}, indent=2)
 
 
 def cpu_name():

@@ -60,8 +60,8 @@ def bf16_units(cpuinfo="/proc/cpuinfo"):
     since Zen 4, Intel Cooper Lake; ~3x), or None (no bf16 arithmetic: it is emulated, and slower than float32).
     Read from /proc/cpuinfo; None where there is none to read.
 
-    The kind decides which measured table of fast paths applies (`recipes.common.FAST_PATHS`): the same model's
-    fastest backend and precision differ between them.
+    The kind decides which measured table of fast paths applies (the recipes' `recipes/fast_paths.json`): the same
+    model's fastest backend and precision differ between them.
     """
     flags = _cpu_flags(cpuinfo)
     for units in ("amx_bf16", "avx512_bf16"):

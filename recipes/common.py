@@ -234,54 +234,26 @@ def setup(args, recipe=None):
     return strategy
 
 
-# The fastest (dtype policy, jit_compile, training examples/s) of each recipe's default model (and of cifar10_vit's
-# CPU-hour preset) on each backend, on 2 cores, by the CPU's bf16 units (`keras_tfm.hardware.bf16_units`):
-# benchmarks/fast_path.py (docs/results.md). No rule of thumb predicts them: bfloat16 on the matrix units (oneDNN's
-# kernels: TensorFlow without XLA, PyTorch) pays for some wide models, XLA's fusion for others, XLA is 3.6x slower
-# than a graph for the from-scratch IMDB classifier, and the same model's fastest path differs between the two
-# kinds of units. "auto" flags take these paths on such a CPU. To measure again: `python benchmarks/fast_path.py
-# --output run.json`, then `--table run.json` prints the machine's entry.
-FAST_PATHS = {}
-# A Xeon with AMX-BF16 tiles, 2026-12-02.
-FAST_PATHS["amx_bf16"] = {
-    "reverse_digits": {"tensorflow": ("float32", True, 2587), "jax": ("float32", True, 2432),
-                       "torch": ("float32", False, 1432)},
-    "cifar10_vit --preset small": {"tensorflow": ("float32", True, 188), "jax": ("mixed_bfloat16", True, 117),
-                                   "torch": ("mixed_bfloat16", False, 186)},
-    "cifar10_vit --preset cifar10_cpu": {"tensorflow": ("mixed_bfloat16", False, 464), "jax": ("float32", True, 205),
-                                         "torch": ("mixed_bfloat16", False, 428)},
-    "imdb_classifier": {"tensorflow": ("float32", False, 286), "jax": ("mixed_bfloat16", True, 163),
-                        "torch": ("mixed_bfloat16", False, 372)},
-    "imdb_classifier --pretrained": {"tensorflow": ("mixed_bfloat16", False, 12.8),
-                                     "jax": ("mixed_bfloat16", True, 6.3), "torch": ("mixed_bfloat16", False, 16.0)},
-    "translate": {"tensorflow": ("mixed_bfloat16", False, 146), "jax": ("mixed_bfloat16", True, 85),
-                  "torch": ("mixed_bfloat16", False, 120)},
-    "language_model": {"tensorflow": ("float32", True, 369), "jax": ("mixed_bfloat16", True, 121),
-                       "torch": ("mixed_bfloat16", False, 168)},
-    "pretrain_text": {"tensorflow": ("float32", True, 90.5), "jax": ("mixed_bfloat16", True, 48),
-                      "torch": ("mixed_bfloat16", False, 74)},
-}
+FAST_PATHS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fast_paths.json")
 
-# An AMD EPYC (Zen 4) with AVX512-BF16 dot-product instructions and no AMX, 2026-12-03: bf16 on oneDNN's kernels
-# pays for six of the eight models on TensorFlow here (XLA's float32 is slower than a graph for the wide ones).
-FAST_PATHS["avx512_bf16"] = {
-    "reverse_digits": {"tensorflow": ("float32", True, 1770), "jax": ("float32", True, 1800),
-                       "torch": ("float32", False, 881)},
-    "cifar10_vit --preset small": {"tensorflow": ("mixed_bfloat16", False, 141), "jax": ("mixed_bfloat16", True, 78.3),
-                                   "torch": ("mixed_bfloat16", False, 136)},
-    "cifar10_vit --preset cifar10_cpu": {"tensorflow": ("mixed_bfloat16", False, 314),
-                                         "jax": ("mixed_bfloat16", True, 126), "torch": ("mixed_bfloat16", False, 244)},
-    "imdb_classifier": {"tensorflow": ("mixed_bfloat16", False, 256), "jax": ("mixed_bfloat16", True, 114),
-                        "torch": ("mixed_bfloat16", False, 250)},
-    "imdb_classifier --pretrained": {"tensorflow": ("mixed_bfloat16", False, 7.15),
-                                     "jax": ("mixed_bfloat16", True, 4.06), "torch": ("mixed_bfloat16", False, 8.92)},
-    "translate": {"tensorflow": ("mixed_bfloat16", False, 87.0), "jax": ("mixed_bfloat16", True, 65.7),
-                  "torch": ("mixed_bfloat16", False, 65.3)},
-    "language_model": {"tensorflow": ("float32", True, 259), "jax": ("float32", True, 72.6),
-                       "torch": ("mixed_bfloat16", False, 104)},
-    "pretrain_text": {"tensorflow": ("mixed_bfloat16", False, 62.4), "jax": ("mixed_bfloat16", True, 30.2),
-                      "torch": ("mixed_bfloat16", False, 44.6)},
-}
+
+def read_fast_paths(path=FAST_PATHS_FILE):
+    """`{bf16 units: {recipe: {backend: (policy, jit_compile, examples/s)}}}` from `fast_paths.json`: the fastest
+    path of each recipe's default model on each backend, on 2 cores, by the CPU's bf16 units
+    (`keras_tfm.hardware.bf16_units`), measured by benchmarks/fast_path.py (docs/results.md; the file says on which
+    CPU and when). No rule of thumb predicts them: bfloat16 on the matrix units (oneDNN's kernels: TensorFlow
+    without XLA, PyTorch) pays for some wide models, XLA's fusion for others, and the same model's fastest path
+    differs between the two kinds of units. To measure again: `python benchmarks/fast_path.py --output run.json`,
+    then `--table run.json` prints the machine's entry for the file."""
+    with open(path, encoding="utf-8") as file:
+        data = json.load(file)
+    return {units: {recipe: {backend: (found["policy"], found["jit_compile"], found["examples_per_second"])
+                             for backend, found in paths.items()}
+                    for recipe, paths in entry["paths"].items()}
+            for units, entry in data.items() if units != "about"}
+
+
+FAST_PATHS = read_fast_paths()
 
 UNITS_IN_WORDS = {"amx_bf16": "AMX-BF16 units", "avx512_bf16": "AVX512-BF16 instructions"}
 

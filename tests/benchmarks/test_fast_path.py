@@ -8,6 +8,7 @@ import sys
 import keras
 import pytest
 
+from recipes import common
 from tests.helpers import load_script
 
 pytestmark = pytest.mark.tensorflow_only(reason=(
@@ -52,7 +53,7 @@ def test_one_step_of_one_setup_runs_end_to_end(tmp_path):
     assert "reverse_digits (Seq2SeqTransformer 'tiny'" in result.stdout and "examples/s" in result.stdout
 
 
-def test_the_table_of_fast_paths_takes_the_fastest_measured_per_recipe_and_backend():
+def test_the_table_of_fast_paths_takes_the_fastest_measured_per_recipe_and_backend(tmp_path):
     fast_path = _fast_path()
 
     def measured(setup, backend, precision, jit, seconds, cores=2):
@@ -66,12 +67,17 @@ def test_the_table_of_fast_paths_takes_the_fastest_measured_per_recipe_and_backe
                                   measured("a setup since renamed", "jax", "float32", True, 0.01)]}
     again = {"bf16_units": "avx512_bf16",
              "configurations": [measured("reverse_digits", "torch", "mixed_bfloat16", False, 0.20)]}
-    namespace = {"FAST_PATHS": {"amx_bf16": "another CPU's, kept"}}
-    exec(fast_path.fast_paths_table([first, again]), namespace)  # Python source, pasted into recipes.common
-    assert namespace["FAST_PATHS"] == {"amx_bf16": "another CPU's, kept", "avx512_bf16": {"reverse_digits": {
-        "jax": ("float32", True, 1280.0),  # 64 examples / the median seconds; the 1-core measurement is left out
-        "torch": ("float32", False, 640.0),  # the later run's bf16 (320/s) replaced the earlier one's (800/s)
-    }}}
+    entry = json.loads(fast_path.fast_paths_table([first, again]))  # the entry of recipes/fast_paths.json
+    assert entry == {"avx512_bf16": {"measured": "?, ?; AMD EPYC (AVX512-BF16), ?", "paths": {"reverse_digits": {
+        # 64 examples / the median seconds; the 1-core measurement is left out
+        "jax": {"policy": "float32", "jit_compile": True, "examples_per_second": 1280.0},
+        # the later run's bf16 (320/s) replaced the earlier one's (800/s)
+        "torch": {"policy": "float32", "jit_compile": False, "examples_per_second": 640.0},
+    }}}}
+    written = tmp_path / "fast_paths.json"  # and the recipes read such an entry as (policy, jit, examples/s)
+    written.write_text(json.dumps({"about": "...", **entry}))
+    assert common.read_fast_paths(written) == {"avx512_bf16": {"reverse_digits": {
+        "jax": ("float32", True, 1280.0), "torch": ("float32", False, 640.0)}}}
 
 
 def test_the_table_is_made_from_runs_on_one_kind_of_bf16_units():
@@ -79,7 +85,7 @@ def test_the_table_is_made_from_runs_on_one_kind_of_bf16_units():
     xeon = {"cpu": "Intel Xeon (AMX-BF16)", "configurations": []}  # written before runs recorded their units
     epyc = {"cpu": "AMD EPYC (AVX512-BF16)", "bf16_units": "avx512_bf16", "configurations": []}
     assert fast_path.run_units(xeon) == "amx_bf16" and fast_path.run_units(epyc) == "avx512_bf16"
-    assert fast_path.fast_paths_table([xeon]) == "FAST_PATHS['amx_bf16'] = {\n}"
+    assert json.loads(fast_path.fast_paths_table([xeon]))["amx_bf16"]["paths"] == {}
     with pytest.raises(ValueError, match=r"same bf16 units .*got \['amx_bf16', 'avx512_bf16'\]"):
         fast_path.fast_paths_table([xeon, epyc])
     with pytest.raises(ValueError, match=r"got \['None'\]. Without bf16 units no table applies"):
