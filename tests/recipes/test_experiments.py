@@ -30,8 +30,8 @@ VARIANTS = {
 # numbers, the mean and spread, the table, the JSON and the plot). The table and the mean ± sd logic are checked on
 # a fake experiment in milliseconds, and each experiment's own measure (batch dependence, the initial attention
 # peak, the repeat rate, the layers without softmax or residuals) on its own below. The other eleven change only
-# the arguments of code tested there and in tests/models, and run with --run-large (about 400 of the 455
-# test-seconds this file took on 2 AMD cores when CI ran all twelve).
+# the arguments of code tested there and in tests/models, and run with --run-large (89 test-seconds on 2 Zen 4
+# cores, 2026-12-04; the six of them CI ran before took 41).
 IN_CI = {"heads_lookup"}
 
 
