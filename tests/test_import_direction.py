@@ -6,6 +6,7 @@ argparse, so only our own `import` statements say which way our code depends.
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -17,16 +18,18 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_tfm"
 ALLOWED = {
     "layers": {"layers"},
     "metrics": set(),
-    "models": {"layers", "metrics", "models", "presets"},
+    "models": {"layers", "metrics", "models", "presets", "_keras_workarounds"},
     "attention_probe": {"layers"},
     "attribution": {"layers"},  # occlusion: runs the model; finds its PatchEmbedding
     "explorer": {"explorer", "attention_probe", "patch_grid"},  # the package's parts; the records; infer_grid
     "visualize": {"explorer", "patch_grid"},
     "patch_grid": set(),
-    "callbacks": {"callbacks", "layers", "attention_probe", "attribution", "visualize", "explorer"},
+    "callbacks": {"callbacks", "layers", "attention_probe", "attribution", "visualize", "explorer",
+                  "_keras_workarounds"},
     "text": {"layers", "models", "attention_probe", "text", "data", "presets"},  # data: the IMDB standardiser
     "data": {"data"},
     "schedules": set(),
+    "_keras_workarounds": set(),  # every use of a Keras private name: Keras only
     "presets": set(),  # plain dicts: the recipes read them before Keras loads
     "distribute": set(),
     "hardware": set(),  # thread pools and the precision to train in: imports a backend only to measure it
@@ -90,3 +93,22 @@ def test_imports_run_one_way(path):
 def test_the_checker_sees_a_wrong_import():
     tree = ast.parse("from keras_tfm.models import ViT\n\ndef f():\n    import matplotlib\n")
     assert _imports(tree) == [("keras_tfm.models", True), ("matplotlib", False)]
+
+
+def _layout_block():
+    text = (PACKAGE.parent / "docs" / "developing.md").read_text(encoding="utf-8")
+    section = text[text.index("## Layout\n"):]
+    return section[section.index("```") + 3: section.index("```", section.index("```") + 3)]
+
+
+def test_the_layout_in_developing_md_names_every_module_and_only_modules_that_exist():
+    """docs/developing.md's map of the package stays true: every module and folder of keras_tfm is named in it,
+    and every `keras_tfm/...` folder it names exists."""
+    block = _layout_block()
+    words = set(re.findall(r"\w+", block))
+    missing = sorted(str(path.relative_to(PACKAGE)) for path in SOURCES
+                     if path.stem != "__init__" and path.stem not in words)
+    assert missing == [], f"modules the Layout in docs/developing.md does not name: {missing}"
+    folders = {line.split()[0] for line in block.splitlines() if line.startswith("keras_tfm/")}
+    assert {f"keras_tfm/{path.name}/" for path in PACKAGE.iterdir()
+            if path.is_dir() and (path / "__init__.py").exists()} | {"keras_tfm/"} == folders

@@ -2,6 +2,8 @@
 
 import keras
 
+from keras_tfm import _keras_workarounds
+
 
 def _in_group(path, prefix):
     """Whether a weight's path holds `prefix` at its start or right after a "/" (`model/block_3/...`)."""
@@ -65,7 +67,8 @@ class GradientNormCallback(keras.callbacks.Callback):
         apply = self._optimizer.apply
 
         def apply_and_measure(grads, trainable_variables=None):
-            variables = self._optimizer._trainable_variables if trainable_variables is None else trainable_variables
+            # Keras' JAX step calls `apply(grads)` alone: the optimizer was built on the model's trainable weights.
+            variables = self.model.trainable_variables if trainable_variables is None else trainable_variables
             squares = [(v.path, keras.ops.sum(keras.ops.square(keras.ops.cast(g, "float32"))))
                        for g, v in zip(grads, variables) if g is not None]
             norm = keras.ops.sqrt(keras.ops.sum(keras.ops.stack([s for _, s in squares]))) if squares \
@@ -97,7 +100,5 @@ class GradientNormCallback(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         del self._optimizer.apply  # back to the class's method
-        added = {id(v) for v in (self._norm_sum, self._norm_max, self._steps, *self._group_sums.values())}
-        variables = self._optimizer._variables  # in place: the optimizer's variable tracker holds this very list
-        for index in reversed([i for i, v in enumerate(variables) if id(v) in added]):
-            del variables[index]  # by position: `==` on variables compares values
+        _keras_workarounds.forget_optimizer_variables(
+            self._optimizer, (self._norm_sum, self._norm_max, self._steps, *self._group_sums.values()))

@@ -4,28 +4,25 @@
 * `CheckedInputs` (`_checked_inputs`): token ids and labels checked before a compiled step sees them;
 * `WeightDecayPolicy` (`_weight_decay`): which weights weight decay skips.
 
-On the TensorFlow backend only, `fit` also builds the optimizer before Keras traces the step
-(`_tf_workarounds`, not imported on the other backends). On PyTorch only, the training function (of `fit` and
-`train_on_batch`) is made with an optimizer whose `clipnorm` clips every gradient in one call
-(`_torch_fast_paths`, not imported on the other backends). `compile` itself is Keras' own: a model that overrides it
-is not compiled again when a `.keras` file loads.
+On the TensorFlow backend only, `fit` also builds the optimizer before Keras traces the step. On PyTorch only,
+the training function (of `fit` and `train_on_batch`) is made with an optimizer whose `clipnorm` clips every
+gradient in one call. Both are in `keras_tfm._keras_workarounds`, which imports neither TensorFlow nor PyTorch
+unless it is the backend in use. `compile` itself is Keras' own: a model that overrides it is not compiled again
+when a `.keras` file loads.
 """
 
 import keras
 
+from keras_tfm import _keras_workarounds
 from keras_tfm.metrics import MaskedSparseCategoricalCrossentropy
 from keras_tfm.models._checked_inputs import CheckedInputs
 from keras_tfm.models._presets import PresetMixin
 from keras_tfm.models._weight_decay import WeightDecayPolicy
 
-if keras.backend.backend() == "tensorflow":
-    from keras_tfm.models import _tf_workarounds
-else:
-    _tf_workarounds = None  # nothing to work around: JAX and PyTorch build the optimizer before tracing
-if keras.backend.backend() == "torch":
-    from keras_tfm.models import _torch_fast_paths
-else:
-    _torch_fast_paths = None  # TensorFlow and JAX compile the per-weight clipping into the step
+# JAX and PyTorch build the optimizer before tracing; TensorFlow and JAX compile the per-weight clipping into the
+# step.
+_BUILD_OPTIMIZER_FIRST = keras.backend.backend() == "tensorflow"
+_CLIP_IN_ONE_CALL = keras.backend.backend() == "torch"
 
 
 class PresetModel(PresetMixin, CheckedInputs, WeightDecayPolicy):
@@ -41,13 +38,13 @@ class PresetModel(PresetMixin, CheckedInputs, WeightDecayPolicy):
     """
 
     def make_train_function(self, force=False):
-        if _torch_fast_paths is not None:
-            _torch_fast_paths.clip_gradients_in_one_call(getattr(self, "optimizer", None))
+        if _CLIP_IN_ONE_CALL:
+            _keras_workarounds.clip_gradients_in_one_call(getattr(self, "optimizer", None))
         return super().make_train_function(force=force)
 
     def fit(self, *args, **kwargs):
-        if _tf_workarounds is not None:
-            _tf_workarounds.build_optimizer_before_tracing(self)
+        if _BUILD_OPTIMIZER_FIRST:
+            _keras_workarounds.build_optimizer_before_tracing(self)
         return super().fit(*args, **kwargs)
 
 

@@ -10,6 +10,7 @@ import contextlib
 
 import keras
 
+from keras_tfm import _keras_workarounds
 from keras_tfm.layers import _checks
 from keras_tfm.models import _data_checks
 
@@ -27,7 +28,7 @@ class CheckedInputs:
     * `fit`, `evaluate`, `predict` on arrays: once, on the host, before the first step (also `validation_data`);
     * on a `tf.data.Dataset`, a generator or a `keras.utils.PyDataset`: every batch as it is drawn (see
       `_data_checks.checked`); a failure there comes out as the eager call's ValueError or TypeError, and on JAX
-      the model keeps its last good weights (`_JaxStateKeeper`).
+      the model keeps its last good weights (`keras_tfm._keras_workarounds.JaxStateKeeper`).
 
     Symbolic calls (building a graph on `keras.Input`s) are not checked: there are no values yet.
 
@@ -83,7 +84,7 @@ class CheckedInputs:
 def _clear_data_errors(model):
     """A failed pipeline check raised from inside Keras' loop (a TensorFlow graph error on that backend) comes out
     as the eager call's ValueError or TypeError, without the traceback through the backend. On JAX the model
-    keeps its weights (see `_JaxStateKeeper`)."""
+    keeps its weights (see `keras_tfm._keras_workarounds.JaxStateKeeper`)."""
     try:
         yield
     except BaseException as error:
@@ -94,41 +95,9 @@ def _clear_data_errors(model):
         raise
 
 
-class _JaxStateKeeper(keras.callbacks.Callback):
-    """On JAX, Keras' loops take the variables' values out of the model while they run (`_purge_model_variables`)
-    and put back the latest ones at the end, or when a callback asks (`jax_state_sync`). An error in the middle,
-    such as a bad batch found by a data check, would leave the model without its weights. This hands Keras the
-    current values as "the latest ones" before the first step, so that `jax_state_sync` can always put back the
-    last good state."""
-
-    async_safe = True
-
-    def _keep(self):
-        model = self.model
-        optimizer = getattr(model, "optimizer", None)  # none before compile (predict)
-        model._jax_state = {
-            "trainable_variables": [v.value for v in model.trainable_variables],
-            "non_trainable_variables": [v.value for v in model.non_trainable_variables],
-            "optimizer_variables": [v.value for v in optimizer.variables] if optimizer else [],
-            "metrics_variables": [v.value for v in model.metrics_variables],
-        }
-        model._jax_state_synced = True
-
-    def on_train_begin(self, logs=None):
-        self._keep()
-
-    def on_test_begin(self, logs=None):
-        if not getattr(self.model, "_jax_state", None):  # a standalone evaluate (in fit the state is fresh)
-            self._keep()
-
-    def on_predict_begin(self, logs=None):
-        if not getattr(self.model, "_jax_state", None):
-            self._keep()
-
-
 def _with_jax_state_kept(model, callbacks):
     if keras.backend.backend() != "jax":
         return callbacks
     if isinstance(callbacks, keras.callbacks.CallbackList):
         return callbacks  # Keras' own container: left as it is
-    return [*(callbacks or []), _JaxStateKeeper()]
+    return [*(callbacks or []), _keras_workarounds.JaxStateKeeper()]

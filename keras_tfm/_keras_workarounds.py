@@ -1,0 +1,139 @@
+"""Where keras_tfm works around Keras itself: every read or write of a Keras private name is in this module.
+
+Keras' private names (`optimizer._variables`, `model._jax_state`...) may change in any release, for every user at
+once. So they are kept here, and nowhere else in keras_tfm (`tests/test_keras_workarounds.py` scans the package).
+Each entry below names what it works around and the Keras versions it was checked on. Each also has a test in that
+file that checks Keras still behaves that way, and so fails once Keras changes; the entry can then go.
+
+1. `build_optimizer_before_tracing`, TensorFlow. Keras creates the optimizer's slots inside the first traced
+   training step when no distribution strategy is in use. A `tf.function` that creates variables is traced a
+   second time, so the whole step is traced twice: 3.4 of the 13.6 seconds of `reverse_digits --quick`.
+   Public API only.
+2. `JaxStateKeeper`, JAX. An error in `evaluate` or `predict`, such as a bad batch found by a data check, leaves
+   the model without its weights. Keras' JAX loops move the variables' values out of the model while they run,
+   and unlike `fit`, these two put them back only when the loop ends normally. Every later call then fails with
+   "'NoneType' object is not callable". This one writes `model._jax_state`.
+3. `clip_gradients_in_one_call`, PyTorch. Keras' `clipnorm` clips each gradient on its own with about nine small
+   operations per weight, each a kernel launched from Python: about 900 calls a step for a BERT-sized model.
+   The replacement does the same arithmetic for the whole list in five calls (`torch._foreach_norm`,
+   `torch._foreach_mul`). On 2 Zen 4 cores, for the 103 gradients of a MiniLM-shaped `TextClassifier`, that is
+   47 ms a step instead of 113-160 ms (docs/results.md). This one replaces `optimizer._clip_gradients` on the
+   instance.
+4. `forget_optimizer_variables`, every backend. A Keras optimizer has `add_variable` but no way to remove one.
+   `GradientNormCallback` adds three variables for the time of `fit` (on JAX only an optimizer's own variables
+   can change inside its compiled step) and removes them afterwards, so that saved optimizers are unchanged. This
+   one edits `optimizer._variables`.
+
+Checked with Keras 3.12.0, the lowest version requirements.txt admits (`.ci/run`'s lowest-Keras stage), and 3.15.1.
+Nothing here imports TensorFlow or PyTorch unless that is the backend in use.
+"""
+
+import types
+
+import keras
+
+
+def build_optimizer_before_tracing(model):
+    """TensorFlow: creates the optimizer's slots (Adam's moments...) eagerly, before `fit` traces the step.
+
+    Under a distribution strategy, and on JAX and PyTorch, Keras builds the optimizer before tracing itself.
+
+    Args:
+        model: a compiled (or not yet compiled) `keras.Model`. Nothing happens before `compile`, before the model
+            is built, or when its optimizer is built already.
+    """
+    import tensorflow as tf  # only on the TensorFlow backend (`_base` calls this there)
+
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is None or optimizer.built or not model.built:
+        return
+    # A model made under a strategy's scope keeps that strategy; otherwise `distribute_strategy` is the default
+    # one, the object `tf.distribute.get_strategy()` returns outside every scope.
+    if not tf.distribute.has_strategy() and model.distribute_strategy is tf.distribute.get_strategy():
+        optimizer.build(model.trainable_variables)  # what Keras' own symbolic build does under a strategy
+
+
+class JaxStateKeeper(keras.callbacks.Callback):
+    """JAX: lets `model.jax_state_sync()` put back the last good weights after an error inside a Keras loop.
+
+    Keras' JAX loops take the variables' values out of the model while they run and keep the newest ones in
+    `model._jax_state`. `jax_state_sync()` puts those back. Before the first step there are none yet, so an error
+    in the first batch would leave the model empty. This callback gives Keras the current values as "the newest
+    ones" when the loop begins. After an error the caller runs `model.jax_state_sync()`, and the model keeps its
+    weights.
+    """
+
+    async_safe = True
+
+    def _keep(self):
+        model = self.model
+        optimizer = getattr(model, "optimizer", None)  # none before compile (predict)
+        model._jax_state = {
+            "trainable_variables": [v.value for v in model.trainable_variables],
+            "non_trainable_variables": [v.value for v in model.non_trainable_variables],
+            "optimizer_variables": [v.value for v in optimizer.variables] if optimizer else [],
+            "metrics_variables": [v.value for v in model.metrics_variables],
+        }
+        model._jax_state_synced = True
+
+    def on_train_begin(self, logs=None):
+        self._keep()
+
+    def on_test_begin(self, logs=None):
+        if not getattr(self.model, "_jax_state", None):  # a standalone evaluate (in fit the state is fresh)
+            self._keep()
+
+    def on_predict_begin(self, logs=None):
+        if not getattr(self.model, "_jax_state", None):
+            self._keep()
+
+
+def _clip_each_gradient_by_norm(optimizer, grads):
+    """Keras' `clipnorm` (each gradient `g` becomes `g * c / max(|g|, c)`) for the whole list at once. The other
+    kinds of clipping (`global_clipnorm`, `clipvalue`) and no clipping go to Keras' own code."""
+    import torch  # only on the PyTorch backend
+
+    clip = optimizer.clipnorm
+    if not (clip and clip > 0):
+        return keras.optimizers.Optimizer._clip_gradients(optimizer, grads)
+    present = [g for g in grads if g is not None]
+    if not present:
+        return list(grads)
+    norms = torch._foreach_norm(present)  # one 0-d float tensor per gradient
+    scales = torch._foreach_maximum(norms, clip)
+    torch._foreach_reciprocal_(scales)
+    torch._foreach_mul_(scales, clip)  # c / max(|g|, c): 1 for a gradient already inside the ball (or all zero)
+    clipped = iter(torch._foreach_mul(present, scales))  # new tensors: the caller's gradients are not changed
+    return [None if g is None else next(clipped) for g in grads]
+
+
+def clip_gradients_in_one_call(optimizer):
+    """PyTorch: gives `optimizer` (or the optimizer inside a `LossScaleOptimizer`) the one-call `clipnorm`.
+
+    Only an optimizer that uses Keras' own `_clip_gradients` is changed; a subclass with its own is left alone.
+    Only this instance changes: what it computes, its config and its saved variables stay Keras' own. Calling it
+    again changes nothing.
+
+    Args:
+        optimizer: a Keras optimizer, or None (nothing to do).
+    """
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # LossScaleOptimizer clips in its inner one
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        return
+    if type(optimizer)._clip_gradients is not keras.optimizers.Optimizer._clip_gradients:
+        return
+    if "_clip_gradients" not in vars(optimizer):
+        optimizer._clip_gradients = types.MethodType(_clip_each_gradient_by_norm, optimizer)
+
+
+def forget_optimizer_variables(optimizer, variables):
+    """Removes `variables`, made by `optimizer.add_variable`, from `optimizer.variables` (the list saved with it).
+
+    Args:
+        optimizer: a Keras optimizer.
+        variables: the variables to remove; others of the optimizer are kept, in their order.
+    """
+    added = {id(v) for v in variables}
+    kept = optimizer._variables  # edited in place: the optimizer's variable tracker holds this very list
+    for index in reversed([i for i, v in enumerate(kept) if id(v) in added]):
+        del kept[index]  # by position: `==` on variables compares their values

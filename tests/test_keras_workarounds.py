@@ -1,0 +1,331 @@
+"""`keras_tfm._keras_workarounds`: each workaround does its job, Keras still needs it (a test per entry that fails
+once Keras changes, so the entry can go), and no other module of keras_tfm uses a Keras private name.
+
+CI runs this file on every backend; each test applies to the backend its workaround is for."""
+
+import ast
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tfm import _keras_workarounds
+from keras_tfm.models import TextClassifier
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+BACKEND = keras.backend.backend()
+on_tensorflow = pytest.mark.skipif(BACKEND != "tensorflow", reason="the workaround is TensorFlow's")
+on_jax = pytest.mark.skipif(BACKEND != "jax", reason="the workaround is JAX's")
+on_torch = pytest.mark.skipif(BACKEND != "torch", reason="the one-call clipping is PyTorch's")
+
+
+def tiny_classifier():
+    keras.utils.set_random_seed(3)
+    return TextClassifier.from_preset("tiny", vocab_size=50, max_length=12, num_classes=3, dropout=0.0)
+
+
+# --- no Keras private name anywhere else --------------------------------------------------------------------------
+
+# Private names of keras_tfm's own that Keras' source also uses somewhere, each on a class of ours whose Keras base
+# class does not have it (checked below), or on something that is not Keras' at all.
+OUR_OWN = {
+    "_dropout": keras.layers.Layer,  # the blocks' dropout layer (layers/_block.py)
+    "_history": keras.callbacks.Callback,  # AttentionMapCallback's AttentionHistory
+    "_path": keras.callbacks.Callback,  # CheckpointAverage's file of an epoch
+    "_encode": None,  # PretrainedTokenizer (not a Keras class)
+    "_layout": None,  # the explorer's page (not a Keras class)
+    "_start": None,  # the explorer's page
+    "_replace": None,  # NamedTuple's own
+}
+
+
+def _private_names(root):
+    """{name: ["file:line", ...]} of every `x._name` and `def _name` under `root` (not dunders)."""
+    found = {}
+    root = pathlib.Path(root)
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = node.attr if isinstance(node, ast.Attribute) else (
+                node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None)
+            # torch._foreach_*: PyTorch's names, which Keras' PyTorch backend uses too
+            if name and name.startswith("_") and not name.startswith("__") and not name.startswith("_foreach"):
+                found.setdefault(name, []).append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    return found
+
+
+@pytest.mark.tensorflow_only(reason="reads the source: no backend code")
+def test_no_module_but_the_workarounds_uses_a_keras_private_name():
+    keras_names = _private_names(pathlib.Path(keras.__file__).parent / "src")
+    ours = _private_names(ROOT / "keras_tfm")
+    workarounds = "keras_tfm/_keras_workarounds.py:"
+    used = {name: [where for where in places if not where.startswith(workarounds)]
+            for name, places in ours.items() if name in keras_names and name not in OUR_OWN}
+    assert {name: places for name, places in used.items() if places} == {}
+    # What the workarounds module uses is what its docstring lists.
+    assert {name for name, places in ours.items() if name in keras_names and name not in OUR_OWN} == {
+        "_jax_state", "_jax_state_synced", "_clip_gradients", "_variables"}
+
+
+@pytest.mark.tensorflow_only(reason="reads the source and Keras' classes: no backend code")
+def test_our_own_private_names_are_not_attributes_of_the_keras_classes_they_live_on():
+    for name, keras_class in OUR_OWN.items():
+        if keras_class is not None:
+            instance = keras_class() if keras_class is not keras.layers.Layer else keras.layers.Layer(name="probe")
+            assert not hasattr(instance, name) and not hasattr(keras_class, name), (keras_class, name)
+
+
+# --- 1. TensorFlow: the optimizer built before the step is traced -------------------------------------------------
+
+class CountingModel(keras.Model):
+    """A plain Keras model that counts how often its training step is traced (Python runs once per trace)."""
+
+    def __init__(self):
+        inputs = keras.Input((3,))
+        super().__init__(inputs, keras.layers.Dense(2)(inputs))
+        self.traces = 0
+
+    def train_step(self, data):
+        self.traces += 1
+        return super().train_step(data)
+
+
+@on_tensorflow
+@pytest.mark.parametrize("workaround", [False, True])
+def test_keras_still_traces_the_first_step_twice_without_it(workaround):
+    """Fails once Keras builds the optimizer before tracing on TensorFlow: then the entry can go."""
+    model = CountingModel()
+    model.compile(optimizer="adam", loss="mse")
+    if workaround:
+        _keras_workarounds.build_optimizer_before_tracing(model)
+        assert model.optimizer.built
+    model.fit(np.ones((4, 3)), np.ones((4, 2)), epochs=2, batch_size=2, verbose=0)
+    assert model.traces == (1 if workaround else 2)
+
+
+@on_tensorflow
+def test_a_model_made_under_a_strategy_is_left_to_keras():
+    import tensorflow as tf
+
+    with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
+        model = CountingModel()
+        model.compile(optimizer="adam", loss="mse")
+    _keras_workarounds.build_optimizer_before_tracing(model)  # outside the scope, as a user calls fit
+    assert not model.optimizer.built
+    model.fit(np.ones((4, 3)), np.ones((4, 2)), batch_size=2, verbose=0)  # Keras builds it, under its strategy
+    assert model.optimizer.built
+
+
+@on_tensorflow
+def test_the_ready_models_fit_calls_it(monkeypatch):
+    calls = []
+    workaround = _keras_workarounds.build_optimizer_before_tracing
+
+    def recording(model):
+        workaround(model)
+        calls.append(model.optimizer.built)
+
+    monkeypatch.setattr(_keras_workarounds, "build_optimizer_before_tracing", recording)
+    model = tiny_classifier()
+    model.compile_for_training()
+    model.fit(np.ones((4, 12), "int32"), np.array([0, 1, 0, 1]), epochs=1, batch_size=2, verbose=0)
+    assert calls == [True]  # called once, by fit, and the optimizer was built by it
+
+
+# Keras itself imports TensorFlow during `fit` (its data adapters use tf.data), so what is checked is our part.
+_SCRIPT = """
+import json, sys
+import keras_tfm.models
+print(json.dumps(sorted(name for name in ("tensorflow", "torch") if name in sys.modules)))
+"""
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="one backend without TensorFlow nor PyTorch is enough")
+def test_the_workarounds_import_no_other_backend():
+    result = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "KERAS_BACKEND": BACKEND})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
+# --- 2. JAX: the weights kept after an error in evaluate or predict -----------------------------------------------
+
+def _failing_batches(bad_at):
+    for i in range(4):
+        if i == bad_at:
+            raise ValueError("a bad batch")
+        yield np.ones((2, 3), "float32"), np.ones((2, 2), "float32")
+
+
+@on_jax
+@pytest.mark.parametrize("keeper", [False, True])
+@pytest.mark.parametrize("loop", ["evaluate", "predict"])
+def test_keras_jax_still_loses_the_weights_after_an_error_without_it(loop, keeper):
+    """Fails once Keras' JAX `evaluate` and `predict` put the weights back after an error, as its `fit` does."""
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile("adam", "mse")
+    before = model.predict(np.ones((1, 3)), verbose=0)
+    callbacks = [_keras_workarounds.JaxStateKeeper()] if keeper else []
+    with pytest.raises(ValueError, match="a bad batch"):
+        if loop == "evaluate":
+            model.evaluate(_failing_batches(2), callbacks=callbacks, verbose=0)
+        else:
+            model.predict(((x,) for x, _ in _failing_batches(2)), callbacks=callbacks, verbose=0)
+    if keeper:
+        model.jax_state_sync()
+        np.testing.assert_array_equal(model.predict(np.ones((1, 3)), verbose=0), before)
+    else:
+        with pytest.raises(TypeError):  # the variables hold no values: "'NoneType' object is not callable"
+            model.predict(np.ones((1, 3)), verbose=0)
+
+
+# --- 3. PyTorch: clipnorm in one call -----------------------------------------------------------------------------
+
+def gradients():
+    """Gradients of every kind of size: above the norm, inside it, exactly zero, missing (None), a matrix."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    return [torch.tensor(rng.normal(size=(7, 5)) * 3, dtype=torch.float32),
+            torch.tensor(rng.normal(size=(4,)) * 0.01, dtype=torch.float32),
+            torch.zeros(3), None, torch.tensor([0.6, 0.8], dtype=torch.float32) * 1.0000001]
+
+
+def _torch_calls(function):
+    """How many PyTorch functions `function()` calls."""
+    import torch
+
+    class Counting(torch.overrides.TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Counting.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    with Counting():
+        function()
+    return Counting.calls
+
+
+@on_torch
+def test_keras_clipnorm_still_takes_several_calls_per_gradient():
+    """Fails once Keras clips the whole list at once: then the entry can go."""
+    import torch
+
+    optimizer = keras.optimizers.AdamW(1e-3, clipnorm=1.0)
+    grads = [torch.ones(4) * i for i in range(1, 41)]
+    keras_calls = _torch_calls(lambda: keras.optimizers.Optimizer._clip_gradients(optimizer, grads))
+    our_calls = _torch_calls(lambda: _keras_workarounds._clip_each_gradient_by_norm(optimizer, grads))
+    assert keras_calls >= 3 * len(grads) and our_calls <= 10, (keras_calls, our_calls)
+
+
+@on_torch
+@pytest.mark.parametrize("clipnorm", [1.0, 0.25])
+def test_equals_keras_own_clipnorm_and_leaves_the_gradients_as_they_were(clipnorm):
+    optimizer = keras.optimizers.AdamW(1e-3, clipnorm=clipnorm)
+    grads = gradients()
+    before = [None if g is None else g.clone() for g in grads]
+    ours = _keras_workarounds._clip_each_gradient_by_norm(optimizer, grads)
+    theirs = keras.optimizers.Optimizer._clip_gradients(optimizer, grads)
+    assert [g is None for g in ours] == [g is None for g in theirs] == [False, False, False, True, False]
+    for mine, keras_one in zip(ours, theirs):
+        if mine is not None:
+            np.testing.assert_allclose(mine.numpy(), keras_one.numpy(), rtol=1e-6, atol=1e-9)
+            assert np.linalg.norm(mine.numpy()) <= clipnorm * (1 + 1e-6)
+    for g, original in zip(grads, before):  # the inputs are not clipped in place
+        if g is not None:
+            np.testing.assert_array_equal(g.numpy(), original.numpy())
+
+
+@on_torch
+def test_other_kinds_of_clipping_are_keras_own():
+    for options in ({"global_clipnorm": 1.0}, {"clipvalue": 0.5}, {}):
+        optimizer = keras.optimizers.Adam(1e-3, **options)
+        grads = gradients()
+        ours = _keras_workarounds._clip_each_gradient_by_norm(optimizer, grads)
+        theirs = keras.optimizers.Optimizer._clip_gradients(optimizer, grads)
+        for mine, keras_one in zip(ours, theirs):
+            if mine is not None:
+                np.testing.assert_allclose(mine.numpy(), keras_one.numpy(), rtol=1e-6, atol=1e-9)
+
+
+@on_torch
+def test_the_training_function_gives_it_and_training_matches_keras_clipping():
+    """Two identical models, three steps (the first builds the optimizer) with gradients above the norm: one
+    clips in one call, the other with Keras' per-weight code (the instance attribute removed); their weights stay
+    equal to float32 rounding."""
+    rng = np.random.default_rng(1)
+    x, y = rng.integers(1, 50, (8, 12)).astype("int32"), rng.integers(0, 3, 8)
+    models = []
+    for fused in (True, False):
+        model = tiny_classifier()
+        model.compile_for_training(optimizer=keras.optimizers.SGD(0.5, clipnorm=0.01))
+        model.train_on_batch(x, y)
+        assert "_clip_gradients" in vars(model.optimizer)
+        if not fused:
+            del model.optimizer._clip_gradients
+            model.make_train_function = lambda force=False: keras.Model.make_train_function(model, force)
+        for _ in range(2):
+            model.train_on_batch(x, y)
+        models.append(model)
+    start = tiny_classifier().get_weights()
+    moved = 0
+    for fused, plain, first in zip(models[0].get_weights(), models[1].get_weights(), start):
+        np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-7)
+        moved += not np.allclose(fused, first)
+    assert "_clip_gradients" not in vars(models[1].optimizer)
+    assert moved > 5  # the steps did change the weights, by at most 0.5 x 0.01 per weight and step
+
+
+@on_torch
+def test_only_optimizers_that_use_keras_clipping_get_it_and_loss_scaling_passes_it_inside():
+    class OwnClipping(keras.optimizers.Adam):
+        def _clip_gradients(self, grads):
+            return grads
+
+    model = tiny_classifier()
+    model.compile(optimizer=OwnClipping(clipnorm=1.0), loss="sparse_categorical_crossentropy")
+    model.make_train_function()
+    assert "_clip_gradients" not in vars(model.optimizer)  # its own method stays
+
+    keras.config.set_dtype_policy("mixed_float16")
+    model = tiny_classifier()
+    model.compile_for_training(optimizer=keras.optimizers.AdamW(1e-3, clipnorm=1.0))
+    model.fit(np.ones((2, 12), "int32"), np.array([0, 1]), verbose=0)
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert "_clip_gradients" in vars(model.optimizer.inner_optimizer)
+
+
+@on_torch
+def test_a_keras_file_round_trip_keeps_it(tmp_path):
+    model = tiny_classifier()
+    model.compile_for_training()
+    model.train_on_batch(np.ones((2, 12), "int32"), np.array([0, 1]))
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")  # compiled again, by Keras, on loading
+    for saved, kept in zip(model.optimizer.variables, loaded.optimizer.variables):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(saved), keras.ops.convert_to_numpy(kept))
+    loaded.train_on_batch(np.ones((2, 12), "int32"), np.array([0, 1]))  # training goes on
+    assert "_clip_gradients" in vars(loaded.optimizer) and loaded.optimizer.clipnorm == 1.0
+
+
+# --- 4. every backend: an optimizer's variable removed ------------------------------------------------------------
+
+def test_forget_optimizer_variables_removes_those_and_keeps_the_others_in_order():
+    optimizer = keras.optimizers.Adam()
+    optimizer.build([keras.Variable(np.zeros(3, "float32"))])
+    before = list(optimizer.variables)
+    added = [optimizer.add_variable((), initializer="zeros", dtype="float32", name=f"extra_{i}") for i in range(3)]
+    assert len(optimizer.variables) == len(before) + 3
+    _keras_workarounds.forget_optimizer_variables(optimizer, added[:2])
+    assert [id(v) for v in optimizer.variables] == [id(v) for v in before] + [id(added[2])]
+
+
+def test_keras_optimizers_still_have_no_public_way_to_remove_a_variable():
+    """Fails once Keras gives one (a public name with "remove", "untrack" or "delete"): then use it instead."""
+    public = [name for name in dir(keras.optimizers.Adam()) if not name.startswith("_")]
+    assert [name for name in public if any(word in name for word in ("remove", "untrack", "delete"))] == []
