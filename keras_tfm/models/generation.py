@@ -16,7 +16,10 @@ Sampling uses one uniform number per step and row, drawn up front from the seed,
 distribution: reproducible with a fixed seed, and cheap inside a compiled loop.
 """
 
+import functools
+
 import keras
+import numpy as np
 from keras import ops
 
 from keras_tfm.layers import _checks
@@ -110,6 +113,62 @@ def check_arguments(strategy, num_beams, k, p, temperature):
         raise ValueError(f"`p` must be a number in (0, 1]. Received: p={p!r}")
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
         raise ValueError(f"`temperature` must be a positive number. Received: temperature={temperature!r}")
+
+
+class GenerationMixin:
+    """What every model's `generate` shares: the decoding arguments and the id batch checked, then one compiled
+    loop per setting, kept in `self._generate_functions` (a dict the model makes in `__init__`).
+
+    A model's `generate` checks what is its own (lengths, the prompt's padding), then calls `run_loop` with its
+    `_decode(*arguments, settings=...)`, which builds its cache and calls `sample` or `beam_search`.
+    """
+
+    @staticmethod
+    def check_decoding(strategy, num_beams, k, p, temperature, use_cache):
+        """ValueErrors for the arguments every `generate` takes."""
+        check_arguments(strategy, num_beams, k, p, temperature)
+        if strategy == "beam" and not use_cache:
+            raise ValueError("Beam search always uses the cache: use_cache=False is for greedy and sampling.")
+
+    @staticmethod
+    def id_batch(name, values, vocab_size):
+        """`values` as a NumPy `(batch, length)` int array of ids in [0, vocab_size), or a ValueError naming it."""
+        values = np.asarray(ops.convert_to_numpy(values))
+        if values.ndim != 2 or not np.issubdtype(values.dtype, np.integer):
+            raise ValueError(f"`{name}` must be an int array of shape (batch, length). "
+                             f"Received: shape {values.shape}, dtype {values.dtype}")
+        _checks.token_ids(name, values, vocab_size)
+        return values
+
+    @staticmethod
+    def check_token(name, token, vocab_size, optional=False):
+        """A start or end token must be an id in [1, vocab_size) (0 is padding); None where `optional`."""
+        if optional and token is None:
+            return
+        if isinstance(token, bool) or not isinstance(token, (int, np.integer)) or not 0 < token < vocab_size:
+            raise ValueError(f"`{name}` must be a token id in [1, {vocab_size}){' or None' if optional else ''}. "
+                             f"Received: {name}={token!r}")
+
+    def run_loop(self, settings, arguments, return_scores):
+        """Runs the compiled loop of `settings` (compiling it on first use) on `arguments`.
+
+        Args:
+            settings: dict of what shapes the program (strategy, lengths, beams, k, tokens, cache); one loop is
+                compiled per distinct value. Numbers the loop reads at run time (`numbers`) are in `arguments`.
+            arguments: the tensors `self._decode` takes before `settings`.
+            return_scores: also return the scores.
+
+        Returns:
+            `(batch, length)` int32 NumPy tokens; with `return_scores`, `(tokens, scores)`.
+        """
+        key = tuple(settings.values())
+        if key not in self._generate_functions:
+            self._generate_functions[key] = compile_loop(functools.partial(self._decode, settings=settings),
+                                                         self.variables)
+        with _checks.values_checked_upstream():  # the ids were checked above: no check compiled into each step
+            tokens, scores = self._generate_functions[key](*arguments)
+        tokens = np.asarray(ops.convert_to_numpy(tokens)).astype("int32")
+        return (tokens, np.asarray(ops.convert_to_numpy(scores))) if return_scores else tokens
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -10,8 +10,6 @@ Generation feeds the prompt through once (filling the key/value cache), then one
 compiled loop from `keras_tfm.models.generation`.
 """
 
-import functools
-
 import keras
 import numpy as np
 from keras import ops
@@ -28,7 +26,7 @@ _NEVER = -1e9  # the generation logit of padding
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class TransformerLM(PresetModel, keras.Model):
+class TransformerLM(generation.GenerationMixin, PresetModel, keras.Model):
     """Decoder-only Transformer over token ids (0 = padding), predicting each next token.
 
     Layer names: `embedding` (a `TokenEmbedding`), `block_{i}` (`DecoderBlock`s, pre-norm, no cross-attention),
@@ -222,27 +220,16 @@ class TransformerLM(PresetModel, keras.Model):
             `(batch, prompt_len + max_new_tokens)` int32 NumPy array: each row's prompt, then its new tokens,
             then zeros; with `return_scores`, `(tokens, scores)`.
         """
-        generation.check_arguments(strategy, num_beams, k, p, temperature)
+        self.check_decoding(strategy, num_beams, k, p, temperature, use_cache)
         _checks.positive_int("max_new_tokens", max_new_tokens)
-        if strategy == "beam" and not use_cache:
-            raise ValueError("Beam search always uses the cache: use_cache=False is for greedy and sampling.")
-        if end_id is not None and not 0 < end_id < self.vocab_size:
-            raise ValueError(
-                f"`end_id` must be a token id in [1, {self.vocab_size}) or None. Received: end_id={end_id}"
-            )
-        prompt_ids = np.asarray(ops.convert_to_numpy(prompt_ids))
-        if prompt_ids.ndim != 2 or not np.issubdtype(prompt_ids.dtype, np.integer):
-            raise ValueError(
-                "`prompt_ids` must be an int array of shape (batch, prompt_len). "
-                f"Received: shape {prompt_ids.shape}, dtype {prompt_ids.dtype}"
-            )
+        self.check_token("end_id", end_id, self.vocab_size, optional=True)
+        prompt_ids = self.id_batch("prompt_ids", prompt_ids, self.vocab_size)
         lengths = np.sum(prompt_ids != 0, axis=1)  # (batch,)
         if np.any(lengths == 0):
             empty = np.flatnonzero(lengths == 0).tolist()
             raise ValueError(f"Every prompt needs at least one token. Received: empty rows {empty} in `prompt_ids`")
         if np.any(np.cumsum(prompt_ids == 0, axis=1)[prompt_ids != 0] > 0):
             raise ValueError("`prompt_ids` must be right-padded: a row's tokens first, then only zeros.")
-        _checks.token_ids("prompt_ids", prompt_ids, self.vocab_size)
         batch, prompt_len = prompt_ids.shape
         total = prompt_len + max_new_tokens
         if total > self.max_length:
@@ -260,22 +247,15 @@ class TransformerLM(PresetModel, keras.Model):
         # Temperature, p and the length penalty are numbers the loop reads when it runs (`generation.numbers`).
         settings = dict(prompt_len=prompt_len, max_new_tokens=max_new_tokens, strategy=strategy, num_beams=num_beams,
                         k=k, end_id=end_id, use_cache=use_cache)
-        key = tuple(settings.values())
-        if key not in self._generate_functions:
-            self._generate_functions[key] = generation.compile_loop(
-                functools.partial(self._decode, settings=settings), self.variables
-            )
         if strategy in ("top_k", "top_p"):
             uniform = keras.random.uniform((total - 1, batch), seed=seed)  # one draw per position and row
         else:  # greedy and beam search draw nothing
             uniform = np.zeros((total - 1, batch), "float32")
-        tokens, scores = self._generate_functions[key](
+        return self.run_loop(settings, (
             ops.convert_to_tensor(token_ids), ops.convert_to_tensor(given),
             ops.convert_to_tensor(int(lengths.min()) - 1, "int32"), uniform,
             generation.numbers(temperature, p, length_penalty),
-        )
-        tokens = np.asarray(ops.convert_to_numpy(tokens)).astype("int32")
-        return (tokens, np.asarray(ops.convert_to_numpy(scores))) if return_scores else tokens
+        ), return_scores)
 
     def _decode(self, token_ids, given, start, uniform, numbers, settings):
         """The whole generation for one `settings` dict (see `generate`) and the `numbers` tensor of

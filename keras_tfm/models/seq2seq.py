@@ -9,10 +9,7 @@ Generation: the encoder runs once; then one token at a time, the decoder embeds 
 attends over a key/value cache of the earlier ones, inside a compiled loop.
 """
 
-import functools
-
 import keras
-import numpy as np
 from keras import ops
 
 from keras_tfm.layers import DecoderBlock, EncoderBlock, TokenEmbedding
@@ -26,7 +23,7 @@ from keras_tfm.models.presets import SEQ2SEQ_PRESETS
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class Seq2SeqTransformer(PresetModel, keras.Model):
+class Seq2SeqTransformer(generation.GenerationMixin, PresetModel, keras.Model):
     """Encoder-decoder Transformer on token ids (0 = padding in both languages).
 
     Layer names: `source_embedding`, `encoder_block_{i}`, `encoder_norm` (pre-norm), `target_embedding`,
@@ -259,45 +256,27 @@ class Seq2SeqTransformer(PresetModel, keras.Model):
             it), as a NumPy array; with `return_scores`, `(tokens, scores)`.
         """
         max_length = self.max_length if max_length is None else max_length
-        generation.check_arguments(strategy, num_beams, k, p, temperature)
+        self.check_decoding(strategy, num_beams, k, p, temperature, use_cache)
         _checks.positive_int("max_length", max_length)
         if max_length > self.max_length:
             raise ValueError(
                 f"`max_length` ({max_length}) must not exceed the model's max_length ({self.max_length})."
             )
-        if strategy == "beam" and not use_cache:
-            raise ValueError("Beam search always uses the cache: use_cache=False is for greedy and sampling.")
-        source_ids = np.asarray(ops.convert_to_numpy(source_ids))
-        if source_ids.ndim != 2 or not np.issubdtype(source_ids.dtype, np.integer):
-            raise ValueError(
-                "`source_ids` must be an int array of shape (batch, source_len). "
-                f"Received: shape {source_ids.shape}, dtype {source_ids.dtype}"
-            )
-        _checks.token_ids("source_ids", source_ids, self.source_vocab_size)
+        source_ids = self.id_batch("source_ids", source_ids, self.source_vocab_size)
         if source_ids.shape[1] > self.max_length:
             raise ValueError(
                 f"`source_ids` is longer ({source_ids.shape[1]}) than the model's max_length ({self.max_length})."
             )
-        for name, token in (("start_id", start_id), ("end_id", end_id)):
-            if not 0 < token < self.target_vocab_size:
-                raise ValueError(
-                    f"`{name}` must be a token id in [1, {self.target_vocab_size}). Received: {name}={token}"
-                )
+        self.check_token("start_id", start_id, self.target_vocab_size)
+        self.check_token("end_id", end_id, self.target_vocab_size)
 
         # One compiled loop per setting that shapes the program. Temperature, p and the length penalty are numbers
         # the loop reads when it runs (`generation.numbers`), so another value compiles nothing.
         settings = dict(strategy=strategy, max_length=max_length, start_id=start_id, end_id=end_id,
                         num_beams=num_beams, k=k, use_cache=use_cache)
-        key = tuple(settings.values())
-        if key not in self._generate_functions:
-            self._generate_functions[key] = generation.compile_loop(
-                functools.partial(self._decode, settings=settings), self.variables
-            )
         uniform = keras.random.uniform((max_length, source_ids.shape[0]), seed=seed)  # one draw per step, row
-        tokens, scores = self._generate_functions[key](ops.convert_to_tensor(source_ids.astype("int32")), uniform,
-                                                       generation.numbers(temperature, p, length_penalty))
-        tokens = np.asarray(ops.convert_to_numpy(tokens)).astype("int32")
-        return (tokens, np.asarray(ops.convert_to_numpy(scores))) if return_scores else tokens
+        return self.run_loop(settings, (ops.convert_to_tensor(source_ids.astype("int32")), uniform,
+                                        generation.numbers(temperature, p, length_penalty)), return_scores)
 
     def _decode(self, source, uniform, numbers, settings):
         """The whole generation for one `settings` dict (see `generate`) and the `numbers` tensor of

@@ -13,7 +13,6 @@ pre-training) or from a pretrained checkpoint (`from_pretrained(folder)`: BERT, 
 """
 
 import keras
-from keras import ops
 
 from keras_tfm.layers import _checks
 from keras_tfm.layers.dropout import Dropout

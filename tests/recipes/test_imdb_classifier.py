@@ -182,8 +182,8 @@ def test_quick_fine_tune_of_a_pretrained_checkpoint(tmp_path, capsys):
     folder = write_acl_imdb(tmp_path / "aclImdb")
     checkpoint, _ = write_checkpoint(str(tmp_path / "bert"), "bert")
     output_dir = tmp_path / "run"
-    summary = imdb_classifier.main(["--quick", "--imdb-dir", str(folder), "--pretrained", checkpoint,
-                                    "--output-dir", str(output_dir), "--sequence-length", "32"])
+    imdb_classifier.main(["--quick", "--imdb-dir", str(folder), "--pretrained", checkpoint,
+                          "--output-dir", str(output_dir), "--sequence-length", "32"])
     printed = capsys.readouterr().out
     # The path chosen for this machine (the measured table's on a CPU with bf16 units, else the measured products),
     # said at the start as summary.json records it.
