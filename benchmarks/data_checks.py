@@ -13,8 +13,16 @@ every batch without training, best of 5): the check's own cost per batch, beside
 * `reverse_digits tiny`: the reverse-digits `Seq2SeqTransformer` ("tiny"), batch 64, strings of up to 10 digits
   (source ids, target ids and target labels: three checked tensors per batch).
 
+A user's own model gets no check before its step; its `TokenEmbedding` checks the ids inside the compiled step
+instead (`check_ids`, an assertion in TensorFlow's graph, a host callback under `jax.jit`). `--own` times that:
+
+* `own model`: a functional model of `TokenEmbedding` (20,000 words, 256 positions) and two `EncoderBlock`s
+  (dim 64), mean-pooled, batch 64 x 256, fitted on arrays; `check_ids=True` against a copy with `check_ids=False`
+  and the same weights, alternating rounds as above.
+
     python benchmarks/data_checks.py                  # TensorFlow
     KERAS_BACKEND=jax python benchmarks/data_checks.py
+    KERAS_BACKEND=jax python benchmarks/data_checks.py --own --steps 30 --rounds 6
 """
 
 import argparse
@@ -31,6 +39,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_tfm.data import digits  # noqa: E402
+from keras_tfm.layers import EncoderBlock, TokenEmbedding  # noqa: E402
 from keras_tfm.models import Seq2SeqTransformer, TextClassifier, _data_checks  # noqa: E402
 
 
@@ -87,13 +96,85 @@ def pipeline_microseconds(model, dataset, checked, repeats=5):
     return best
 
 
+def own_model(check_ids, vocab=20000, length=256, dim=64):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((length,), dtype="int32")
+    x = TokenEmbedding(vocab, dim, max_length=length, check_ids=check_ids)(inputs)
+    for _ in range(2):
+        x = EncoderBlock(num_heads=2, mlp_dim=2 * dim)(x)
+    outputs = keras.layers.Dense(2)(keras.layers.GlobalAveragePooling1D()(x))
+    model = keras.Model(inputs, outputs)
+    model.compile(keras.optimizers.Adam(1e-4), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def check_alone_microseconds(batch=64, length=256, vocab=20000, repeats=300):
+    """Microseconds per call of a compiled function of one batch of ids, without and with the in-step check
+    (best of `repeats`): the check's own cost, which the step times above cannot resolve."""
+    from keras_tfm.layers import _checks
+
+    ids = keras.ops.convert_to_tensor(np.random.default_rng(0).integers(1, vocab, (batch, length)).astype("int32"))
+
+    def plain(x):
+        return keras.ops.sum(x)
+
+    def checked(x):
+        return keras.ops.sum(_checks.token_ids_in_step("inputs", x, vocab, "token_embedding"))
+
+    if keras.backend.backend() == "jax":
+        import jax
+
+        compile_, finish = jax.jit, lambda out: out.block_until_ready()
+    else:
+        compile_, finish = tf.function, lambda out: out.numpy()
+    best = {}
+    for name, function in (("plain", compile_(plain)), ("checked", compile_(checked))):
+        finish(function(ids))  # compiles
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            finish(function(ids))
+            times.append(time.perf_counter() - started)
+        best[name] = min(times) * 1e6
+    return best["plain"], best["checked"]
+
+
+def own_model_table(steps, rounds, batch=64, length=256, vocab=20000):
+    """Step rates of a user's own model with and without the in-step id check, and the cost per step."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(1, vocab, (steps * batch, length)).astype("int32")
+    y = rng.integers(0, 2, steps * batch)
+    models = {flag: own_model(flag, vocab, length) for flag in (False, True)}
+    times = {True: [], False: []}
+    for round_index in range(rounds + 1):
+        for flag in (False, True) if round_index % 2 == 0 else (True, False):
+            timer = EpochTimer()
+            models[flag].fit(x, y, batch_size=batch, epochs=1, verbose=0, callbacks=[timer])
+            if round_index:  # round 0 compiles each model's step
+                times[flag].append(timer.seconds)
+    plain, checked = statistics.median(times[False]), statistics.median(times[True])
+    print("| model | check_ids=False (steps/s) | check_ids=True (steps/s) | cost per step |")
+    print("|---|---|---|---|")
+    print(f"| own model, batch {batch} x {length} | {steps / plain:.2f} | {steps / checked:.2f} | "
+          f"{checked / plain - 1:+.1%} |")
+    print("rounds (s), unchecked:", [round(t, 2) for t in times[False]], "checked:", [round(t, 2) for t in times[True]])
+    plain_us, checked_us = check_alone_microseconds(batch, length, vocab)
+    share = (checked_us - plain_us) * 1e-6 / (plain / steps)  # of an unchecked step
+    print(f"the check alone, one batch of ids in a compiled function (best of 300): {plain_us:.0f} µs without, "
+          f"{checked_us:.0f} µs with: {checked_us - plain_us:+.0f} µs, {share:.2%} of a step")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60, help="batches per timed epoch")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per setup (after one warm-up)")
     parser.add_argument("--models", nargs="+", choices=sorted(SETUPS), default=sorted(SETUPS))
+    parser.add_argument("--own", action="store_true", help="time a user's own model's in-step id check instead")
     args = parser.parse_args(argv)
     print(f"{keras.backend.backend()} backend, {args.steps} steps per epoch, {args.rounds} rounds, median")
+    if args.own:
+        own_model_table(args.steps, args.rounds)
+        return
     print("| model | unchecked (steps/s) | checked (steps/s) | cost per step | pipeline alone: µs per batch, "
           "unchecked / checked |")
     print("|---|---|---|---|---|")

@@ -169,14 +169,64 @@ def _outside(name, values, size, what, hint):
     return int(low) if low < 0 else None
 
 
-def token_ids(name, values, vocab_size):
-    """Checks concrete token ids: integers in [0, vocab_size)."""
+def token_ids(name, values, vocab_size, where=""):
+    """Checks concrete token ids: integers in [0, vocab_size). `where` follows the name in the message."""
     bad = _outside(name, values, vocab_size, "token ids", "Tokenize to ints (and give keras.Input dtype='int32').")
     if bad is not None:
         raise ValueError(
-            f"Token ids in `{name}` must lie in [0, vocab_size) = [0, {vocab_size}). Received: an id of {bad}. "
+            f"Token ids in `{name}`{where} must lie in [0, vocab_size) = [0, {vocab_size}). Received: an id of {bad}. "
             "Check the tokenizer's vocabulary size against the model's `vocab_size`."
         )
+
+
+def token_ids_in_step(name, ids, vocab_size, layer):
+    """`ids`, checked inside a compiled step (where Python cannot see their values) as far as the backend allows.
+
+    A user's own model gets no check before its step, as the ready models do in `fit`. Unchecked, an id >=
+    vocab_size is a "Graph execution error" about a GatherV2 node on TensorFlow, and a NaN loss on JAX. So:
+
+    * TensorFlow: an assertion in the graph. The error is still TensorFlow's InvalidArgumentError, but its last
+      lines are this message with the id. XLA (`jit_compile=True`) drops assertions, and its gather clamps an
+      id that is too large, so under XLA nothing is caught.
+    * JAX: a host callback (`jax.debug.callback`) that raises this message's ValueError. Training stops with a
+      JaxRuntimeError that ends with it.
+    * PyTorch runs eagerly: the values are known, and the eager check has already run.
+
+    Skipped inside `values_checked_upstream()`: the ready models check their data before the step. A layer turns
+    it off with its own switch (`TokenEmbedding(check_ids=False)`).
+
+    Args:
+        name: the argument's name in the message.
+        ids: the token ids, a symbolic or traced tensor.
+        vocab_size: ids must lie in [0, vocab_size).
+        layer: the layer's name, said in the message.
+    """
+    if getattr(_checked_upstream, "depth", 0):
+        return ids
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        if not tf.is_tensor(ids) or tf.executing_eagerly():
+            return ids
+        message = (f"Token ids in `{name}` of layer {layer!r} must lie in [0, vocab_size) = [0, {vocab_size}). "
+                   "Check the tokenizer's vocabulary size against the model's `vocab_size`. Received: an id of")
+        low, high = tf.reduce_min(ids), tf.reduce_max(ids)  # of an empty batch: the dtype's largest and smallest
+        bad = tf.where(high >= vocab_size, high, low)
+        check = tf.debugging.Assert((low >= 0) & (high < vocab_size), [message, bad])
+        with tf.control_dependencies([check]):
+            return tf.identity(ids)
+    if backend == "jax":
+        import jax
+
+        if not isinstance(ids, jax.core.Tracer):
+            return ids
+
+        def check_on_host(values):
+            token_ids(name, np.asarray(values), vocab_size, where=f" of layer {layer!r}")
+
+        jax.debug.callback(check_on_host, ids)
+    return ids
 
 
 def class_labels(name, values, num_classes):

@@ -45,6 +45,11 @@ class TokenEmbedding(keras.layers.Layer):
         dropout: dropout rate applied to the sum.
         embeddings_initializer: initializer of the token table.
         seed: seed of the dropout.
+        check_ids: whether ids outside `[0, vocab_size)` raise an error naming the layer, also inside a compiled
+            `fit` of a model of your own: an assertion in TensorFlow's graph (not under XLA, which drops it) and a
+            host callback under `jax.jit`, 0.1 ms or less a step (docs/results.md). Without it an id that is too large
+            is a TensorFlow gather error or a NaN loss on JAX. The ready models check their data before the step
+            and compile no check in. False turns it off.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -82,6 +87,7 @@ class TokenEmbedding(keras.layers.Layer):
         seed=None,
         padding_id=0,
         position_offset=0,
+        check_ids=True,
         **kwargs,
     ):
         _checks.known_keywords(TokenEmbedding, kwargs, _checks.layer_keywords())
@@ -124,6 +130,7 @@ class TokenEmbedding(keras.layers.Layer):
             raise ValueError(f"`position_offset` must be a non-negative int. Received: position_offset={position_offset!r}")
         self.padding_id = padding_id
         self.position_offset = position_offset
+        self.check_ids = check_ids
         self.supports_masking = True
         self.token_embedding = keras.layers.Embedding(
             vocab_size,
@@ -171,7 +178,7 @@ class TokenEmbedding(keras.layers.Layer):
             tokens = inputs[..., : self.token_dim]  # all channels, unless positions were concatenated
             return ops.matmul(tokens, ops.transpose(ops.cast(self.embeddings, inputs.dtype)))
         _checks.rank("inputs", inputs.shape, 2, "(batch, length) of token ids")
-        self._check_ids(inputs)
+        inputs = self._check_ids(inputs)
         length = None if _checks.is_shape_placeholder(inputs) else _checks.static(inputs.shape[1])
         if self.max_length is not None and length is not None and isinstance(start_position, int):
             if start_position + length > self.max_length:
@@ -197,12 +204,16 @@ class TokenEmbedding(keras.layers.Layer):
         return self.dropout_layer(x, training=training)
 
     def _check_ids(self, ids):
-        """Out-of-range and non-integer ids are caught when their values are known (eager calls); inside a
-        compiled graph the values are not available to Python (the ready models check NumPy inputs in `fit`,
-        `predict` and `evaluate` instead)."""
+        """Out-of-range and non-integer ids raise a ValueError when their values are known (eager calls). Inside a
+        compiled step the range is checked where the backend allows (`_checks.token_ids_in_step`); the ready
+        models check their data before the step instead. Returns the ids to look up."""
+        if not self.check_ids:
+            return ids
         values = _checks.concrete_value(ids)
         if values is not None:
             _checks.token_ids("inputs", values, self.vocab_size)
+            return ids
+        return _checks.token_ids_in_step("inputs", ids, self.vocab_size, self.name)
 
     def compute_mask(self, inputs, mask=None):
         if len(inputs.shape) == 3:  # reverse=True: vectors in, logits out; their mask passes through
@@ -227,6 +238,7 @@ class TokenEmbedding(keras.layers.Layer):
                 "seed": self.seed,
                 "padding_id": self.padding_id,
                 "position_offset": self.position_offset,
+                "check_ids": self.check_ids,
             }
         )
         return config

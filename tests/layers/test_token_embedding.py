@@ -1,4 +1,5 @@
 import math
+import re
 import warnings
 
 import keras
@@ -138,3 +139,85 @@ def test_a_float_keras_input_is_warned_about_when_the_model_is_built():
         warnings.simplefilter("error")
         model = keras.Model(ids := keras.Input((None,), dtype="int32"), TokenEmbedding(10, 4)(ids))
     assert model.predict(np.array([[1, 2, 3]]), verbose=0).shape == (1, 3, 4)
+
+
+def _own_model(check_ids=True):
+    """A model of the user's own: our layers in a plain `keras.Model`, none of the ready models' checks in `fit`."""
+    from keras_tfm.layers import EncoderBlock
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((8,), dtype="int32")
+    x = TokenEmbedding(30, 16, max_length=8, check_ids=check_ids)(inputs)
+    x = EncoderBlock(num_heads=2, mlp_dim=32)(x)
+    model = keras.Model(inputs, keras.layers.Dense(2)(keras.layers.GlobalAveragePooling1D()(x)))
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _ids_with(bad):
+    ids = np.random.default_rng(0).integers(1, 30, (16, 8)).astype("int32")
+    ids[9, 2] = bad  # in the third batch of 4: the first steps have run
+    return ids
+
+
+@pytest.mark.parametrize("bad", [35, -2])
+def test_a_users_own_model_stops_at_an_id_out_of_range_inside_fit(bad):
+    """TensorFlow without it: "Graph execution error" about a GatherV2 node; JAX: a NaN loss, training on. With it
+    the error says which layer, the range and the id: TensorFlow's InvalidArgumentError and JAX's JaxRuntimeError
+    end with it, PyTorch raises the eager ValueError. On JAX the model in memory loses its weights all the same:
+    Keras' compiled step was given their buffers, and its failure deletes them (with the NaN they were lost too)."""
+    model = _own_model()
+    with pytest.raises(Exception) as raised:
+        model.fit(_ids_with(bad), np.zeros(16), batch_size=4, epochs=1, verbose=0)
+    message = str(raised.value)
+    assert "Token ids in `inputs`" in message and "must lie in [0, vocab_size) = [0, 30)" in message, message[-800:]
+    assert re.search(rf"an id of\]? \[?{bad}\b", message), message[-800:]
+    if keras.backend.backend() != "jax":
+        assert all(np.isfinite(w).all() for w in model.get_weights())  # the model keeps its weights
+
+
+def test_check_ids_false_turns_it_off():
+    model = _own_model(check_ids=False)
+    assert model.get_layer("token_embedding").get_config()["check_ids"] is False
+    try:
+        history = model.fit(_ids_with(35), np.zeros(16), batch_size=4, epochs=1, verbose=0)
+    except Exception as error:  # TensorFlow's gather error, PyTorch's IndexError: not ours
+        assert "Token ids in" not in str(error)
+    else:  # JAX looks up NaN for an id past the table
+        assert keras.backend.backend() == "jax" and np.isnan(history.history["loss"][-1])
+
+
+def _count_in_step_checks(monkeypatch):
+    """Counts the checks compiled into steps: TensorFlow's graph assertions, JAX's host callbacks."""
+    compiled = []
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        assertion = tf.debugging.Assert
+        monkeypatch.setattr(tf.debugging, "Assert", lambda *a, **k: compiled.append(1) or assertion(*a, **k))
+    else:
+        import jax
+
+        callback = jax.debug.callback
+        monkeypatch.setattr(jax.debug, "callback", lambda *a, **k: compiled.append(1) or callback(*a, **k))
+    return compiled
+
+
+@pytest.mark.skipif(keras.backend.backend() == "torch", reason="PyTorch runs eagerly: the values are checked")
+def test_only_a_users_own_model_compiles_the_check_into_its_steps(monkeypatch):
+    from keras_tfm.models import TextClassifier, TransformerLM
+
+    ids, labels = _ids_with(1), np.zeros(16, "int32")
+    own, unchecked = _own_model(), _own_model(check_ids=False)
+    ready = TextClassifier(vocab_size=30, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    ready.compile_for_training()
+    language_model = TransformerLM(vocab_size=30, max_length=12, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    compiled = _count_in_step_checks(monkeypatch)  # counted from here: building a model traces `call` once too
+    own.fit(ids, labels, batch_size=4, epochs=1, verbose=0)
+    assert compiled
+    del compiled[:]
+    unchecked.fit(ids, labels, batch_size=4, epochs=1, verbose=0)
+    ready.fit(ids, labels, batch_size=4, epochs=1, verbose=0)  # checked before its step: nothing compiled in
+    ready.predict(ids, verbose=0)
+    language_model.generate(ids[:2, :4], max_new_tokens=4)  # the prompt checked on the host, each step unchecked
+    assert compiled == []
