@@ -45,9 +45,10 @@ from recipes import runs
 from recipes.flags import DISTRIBUTE
 
 
-def _hide_gpus_from_tensorflow():
+def hide_gpus_from_tensorflow():
     """On JAX and PyTorch, TensorFlow only runs the `tf.data` input pipelines, on the CPU. A TensorFlow that sees
-    a GPU reserves most of its memory at its first operation, taking it from the backend that trains."""
+    a GPU reserves most of its memory at its first operation, taking it from the backend that trains. `setup`
+    calls it first; importing this module changes nothing."""
     if keras.backend.backend() == "tensorflow" or "tensorflow" not in sys.modules:
         return
     import tensorflow as tf
@@ -55,11 +56,9 @@ def _hide_gpus_from_tensorflow():
     try:
         tf.config.set_visible_devices([], "GPU")
     except RuntimeError:  # TensorFlow already started its devices (it was used before this import)
-        print("warning: TensorFlow already holds the GPUs; import recipes.common before using tf.data",
+        print("warning: TensorFlow already holds the GPUs; call recipes.common.setup before using tf.data",
               file=sys.stderr)
 
-
-_hide_gpus_from_tensorflow()
 
 STEPS_PER_EXECUTION = 8  # see default_steps_per_execution
 FINISHED = runs.FINISHED  # written last by `finish`: its presence means the run is complete
@@ -216,6 +215,7 @@ def setup(args, recipe=None):
         recipe: the recipe's name, a key of FAST_PATHS' tables (its measured fast paths).
     """
     threads = hardware.set_threads()  # before the backend starts its thread pools
+    hide_gpus_from_tensorflow()  # before the first tf.data operation starts TensorFlow's devices
     keras.utils.set_random_seed(args.seed)
     strategy = distribution_strategy(args.distribute)  # first: a multi-worker strategy must start TensorFlow
     backend = keras.backend.backend()

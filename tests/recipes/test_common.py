@@ -1,6 +1,7 @@
 """The recipes' shared plumbing: flags, run folders, optimizer options, history and curves."""
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -234,8 +235,33 @@ def test_tensorflow_is_kept_off_the_gpus_unless_it_trains(backend, monkeypatch):
     hidden = []
     monkeypatch.setattr(keras.backend, "backend", lambda: backend)
     monkeypatch.setattr(tf.config, "set_visible_devices", lambda devices, kind: hidden.append((devices, kind)))
-    common._hide_gpus_from_tensorflow()
+    common.hide_gpus_from_tensorflow()
     assert hidden == ([] if backend == "tensorflow" else [([], "GPU")])
+
+
+_IMPORT_ONLY = """
+import json
+import tensorflow as tf
+calls = []
+tf.config.set_visible_devices = lambda *args: calls.append(repr(args))
+import recipes.common
+print(json.dumps(calls))
+"""
+
+
+def test_importing_common_hides_nothing_and_setup_hides_the_gpus(monkeypatch):
+    """No device changes as a side effect of an import (on JAX, in a fresh process); `setup` does it, first."""
+    env = {**os.environ, "KERAS_BACKEND": "jax"}
+    result = subprocess.run([sys.executable, "-c", _IMPORT_ONLY], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+    from recipes import reverse_digits
+
+    called = []
+    monkeypatch.setattr(common, "hide_gpus_from_tensorflow", lambda: called.append(True))
+    common.setup(reverse_digits.parse_args([]))
+    assert called == [True]
 
 
 def test_setup_prints_the_devices_it_trains_on(capsys):
