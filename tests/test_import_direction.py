@@ -22,7 +22,7 @@ ALLOWED = {
     "attention_probe": {"layers"},
     "attribution": {"layers"},  # occlusion: runs the model; finds its PatchEmbedding
     "explorer": {"explorer", "attention_probe", "patch_grid"},  # the package's parts; the records; infer_grid
-    "visualize": {"explorer", "patch_grid"},
+    "visualize": {"visualize", "explorer", "patch_grid"},
     "patch_grid": set(),
     "callbacks": {"callbacks", "layers", "attention_probe", "attribution", "visualize", "explorer",
                   "_keras_workarounds"},

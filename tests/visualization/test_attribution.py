@@ -76,7 +76,7 @@ def test_occlusion_finds_the_squares_a_pooled_vit_decides_by_where_its_rollout_d
     assert accuracy >= 0.9  # it learned the task, so its evidence is the squares
 
     def mass_on_squares(relevance):
-        shares = np.stack([visualize._share(r) for r in relevance.reshape(len(relevance), -1)])
+        shares = np.stack([visualize.images._share(r) for r in relevance.reshape(len(relevance), -1)])
         return float((shares * squares).sum(-1).mean())
 
     occlusion = mass_on_squares(occlusion_map(model, held_out))
