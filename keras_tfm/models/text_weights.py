@@ -15,7 +15,8 @@ The three families differ only in names and in three switches of the encoder:
     distilbert  "transformer.layer.{i}.attention.q_lin"    no segments, no pooler
 
 All three are post-norm (`norm_first=False`, the 2017 layout), with learned positions, a layer norm on the
-embeddings and no √dim scaling of the token vectors.
+embeddings and no √dim scaling of the token vectors. The layouts and the checks are `keras_tfm.models._porting`'s,
+shared with the ViT loader.
 """
 
 import json
@@ -23,6 +24,8 @@ import os
 import time
 import warnings
 
+from keras_tfm.models import _porting
+from keras_tfm.models._porting import SAME, TORCH_HEADS_BIAS, TORCH_HEADS_IN, TORCH_HEADS_OUT, TORCH_LINEAR
 from keras_tfm.models._safetensors import read_safetensors
 
 MODEL_TYPES = ("bert", "distilbert", "roberta")
@@ -109,9 +112,8 @@ def _strip_prefix(tensors, model_type):
 
 
 def _weight_map(encoder, model_type):
-    """`[(checkpoint name, weight, layout)]` for every weight of `encoder`. Layouts: "same", "linear" (a
-    PyTorch Linear weight, transposed), "heads_in" (query/key/value: (heads*head_dim, dim) -> (dim, heads,
-    head_dim)), "heads_bias", "heads_out" (the attention output: (dim, heads*head_dim) -> (heads, head_dim, dim))."""
+    """`[(checkpoint name, weight, layout)]` for every weight of `encoder`: the naming table of the BERT family
+    (DistilBERT names its blocks' parts differently), with the layouts of `_porting`."""
     embedding = encoder.get_layer("token_embedding")
     if model_type == "distilbert":
         names = dict(layer="transformer.layer.{i}.", query="attention.q_lin", key="attention.k_lin",
@@ -122,52 +124,34 @@ def _weight_map(encoder, model_type):
                      value="attention.self.value", attention_output="attention.output.dense",
                      attention_norm="attention.output.LayerNorm", hidden="intermediate.dense", output="output.dense",
                      feed_forward_norm="output.LayerNorm")
-    mapping = [("embeddings.word_embeddings.weight", embedding.token_embedding.embeddings, "same"),
-               ("embeddings.position_embeddings.weight", embedding.position_embeddings, "same")]
+    mapping = [("embeddings.word_embeddings.weight", embedding.token_embedding.embeddings, SAME),
+               ("embeddings.position_embeddings.weight", embedding.position_embeddings, SAME)]
     mapping += _norm("embeddings.LayerNorm", encoder.get_layer("embedding_norm"))
     if encoder.num_segments:
         mapping.append(("embeddings.token_type_embeddings.weight",
-                        encoder.get_layer("segment_embedding").embeddings, "same"))
+                        encoder.get_layer("segment_embedding").embeddings, SAME))
     for i in range(encoder.depth):
         block, prefix = encoder.get_layer(f"block_{i}"), names["layer"].format(i=i)
         attention = block.attention
         for part, dense in (("query", attention.query_dense), ("key", attention.key_dense),
                             ("value", attention.value_dense)):
-            mapping += [(f"{prefix}{names[part]}.weight", dense.kernel, "heads_in"),
-                        (f"{prefix}{names[part]}.bias", dense.bias, "heads_bias")]
-        mapping += [(f"{prefix}{names['attention_output']}.weight", attention.output_dense.kernel, "heads_out"),
-                    (f"{prefix}{names['attention_output']}.bias", attention.output_dense.bias, "same")]
+            mapping += [(f"{prefix}{names[part]}.weight", dense.kernel, TORCH_HEADS_IN),
+                        (f"{prefix}{names[part]}.bias", dense.bias, TORCH_HEADS_BIAS)]
+        mapping += [(f"{prefix}{names['attention_output']}.weight", attention.output_dense.kernel, TORCH_HEADS_OUT),
+                    (f"{prefix}{names['attention_output']}.bias", attention.output_dense.bias, SAME)]
         mapping += _norm(prefix + names["attention_norm"], block.attention_norm)
         for part, dense in (("hidden", block.feed_forward.hidden), ("output", block.feed_forward.output_projection)):
-            mapping += [(f"{prefix}{names[part]}.weight", dense.kernel, "linear"),
-                        (f"{prefix}{names[part]}.bias", dense.bias, "same")]
+            mapping += [(f"{prefix}{names[part]}.weight", dense.kernel, TORCH_LINEAR),
+                        (f"{prefix}{names[part]}.bias", dense.bias, SAME)]
         mapping += _norm(prefix + names["feed_forward_norm"], block.feed_forward_norm)
     if encoder.pooler:
         pooler = encoder.get_layer("pooler")
-        mapping += [("pooler.dense.weight", pooler.kernel, "linear"), ("pooler.dense.bias", pooler.bias, "same")]
+        mapping += [("pooler.dense.weight", pooler.kernel, TORCH_LINEAR), ("pooler.dense.bias", pooler.bias, SAME)]
     return mapping
 
 
 def _norm(name, layer):
-    return [(f"{name}.weight", layer.gamma, "same"), (f"{name}.bias", layer.beta, "same")]
-
-
-def _checkpoint_shape(layout, shape):
-    if layout == "linear":
-        return shape[::-1]
-    if layout == "heads_in":
-        return (shape[1] * shape[2], shape[0])
-    if layout == "heads_bias":
-        return (shape[0] * shape[1],)
-    if layout == "heads_out":
-        return (shape[2], shape[0] * shape[1])
-    return shape
-
-
-def _convert(array, layout, shape):
-    if layout in ("linear", "heads_in", "heads_out"):
-        return array.T.reshape(shape)
-    return array.reshape(shape)
+    return [(f"{name}.weight", layer.gamma, SAME), (f"{name}.bias", layer.beta, SAME)]
 
 
 def load_text_encoder(encoder_class, folder, dtype=None, **overrides):
@@ -200,21 +184,23 @@ def load_text_encoder(encoder_class, folder, dtype=None, **overrides):
         arguments["dtype"] = dtype
     encoder = encoder_class(**arguments)
 
-    used = set()
+    entries, variables = [], []  # keyed by position: `==` on variables compares their values
     for name, variable, layout in _weight_map(encoder, model_type):
         if name not in tensors and name.endswith((".weight", ".bias")) and "LayerNorm" in name:
             # Checkpoints converted from TensorFlow name the layer-norm weights gamma / beta.
             name = name.replace(".weight", ".gamma") if name.endswith(".weight") else name.replace(".bias", ".beta")
-        if name not in tensors:
-            raise ValueError(f"The checkpoint in {folder!r} has no tensor {name!r}, which the {model_type} encoder "
-                             f"described by config.json needs (for weight {variable.path}).")
-        expected = _checkpoint_shape(layout, tuple(variable.shape))
-        array = tensors[name]
-        if tuple(array.shape) != tuple(expected):
-            raise ValueError(f"Tensor {name!r} has shape {tuple(array.shape)}; the encoder described by config.json "
-                             f"expects {tuple(expected)} (weight {variable.path}).")
-        variable.assign(_convert(array, layout, tuple(variable.shape)))
-        used.add(name)
+        entries.append((len(variables), name, variable.shape, layout))
+        variables.append(variable)
+    values, missing, mismatched = _porting.plan(entries, tensors)
+    for m in missing[:1]:
+        raise ValueError(f"The checkpoint in {folder!r} has no tensor {m.source!r}, which the {model_type} encoder "
+                         f"described by config.json needs (for weight {variables[m.key].path}).")
+    for m in mismatched[:1]:
+        raise ValueError(f"Tensor {m.source!r} has shape {m.found}; the encoder described by config.json "
+                         f"expects {m.expected} (weight {variables[m.key].path}).")
+    for index, value in values.items():  # assigned only once every weight has its tensor
+        variables[index].assign(value)
+    used = {name for _, name, _, _ in entries}
     left = sorted(name for name in tensors if name not in used and name not in _BUFFERS)
     heads = [name for name in left if name.startswith(_TASK_HEAD_PREFIXES)]
     unused = [name for name in left if name not in heads]

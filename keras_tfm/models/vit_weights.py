@@ -13,7 +13,8 @@ Three naming schemes are understood, told apart by the file suffix and the names
     .safetensors  HuggingFace transformers: "vit.encoder.layer.0.attention.attention.query.weight"
 
 Flax stores kernels as (in, out), as Keras does; PyTorch stores Linear weights as (out, in) and Conv2d weights as
-(out, in, height, width), so those are transposed.
+(out, in, height, width), so those are transposed. The layouts and the checks are `keras_tfm.models._porting`'s,
+shared with the BERT family's loader (`text_weights`); this module holds the ViT naming tables.
 """
 
 import collections
@@ -26,38 +27,11 @@ import numpy as np
 from keras import ops
 
 from keras_tfm.layers import resample_position_embeddings
+from keras_tfm.models import _porting
+from keras_tfm.models._porting import (POSITION_TABLE, SAME, TORCH_CONV, TORCH_HEADS_BIAS, TORCH_HEADS_IN,
+                                       TORCH_HEADS_OUT, TORCH_LINEAR, fused)
 from keras_tfm.models._safetensors import read_safetensors
 from keras_tfm.models.vit import ViT
-
-# How a checkpoint tensor becomes a model weight, given the weight's shape: `expected(shape)` is the shape the
-# tensor must have in the checkpoint (None = any size on that axis); `convert(array, shape)` returns it in the
-# model's layout.
-_Layout = collections.namedtuple("Layout", ["expected", "convert"])
-
-_SAME = _Layout(lambda shape: shape, lambda array, shape: array)
-# The table is stored with a leading batch axis, (1, tokens, dim). Any token count is accepted here: a table
-# for another patch grid is resampled afterwards.
-_POSITION_TABLE = _Layout(lambda shape: (1, None, shape[-1]), lambda array, shape: array[0])
-# PyTorch Linear: (out, in) -> (in, out).
-_TORCH_LINEAR = _Layout(lambda shape: shape[::-1], lambda array, shape: array.T)
-# PyTorch Conv2d: (out, in, height, width) -> (height, width, in, out).
-_TORCH_CONV = _Layout(
-    lambda shape: (shape[3], shape[2], shape[0], shape[1]), lambda array, shape: array.transpose(2, 3, 1, 0)
-)
-# Query/key/value projection: (heads * head_dim, dim) -> (dim, heads, head_dim); bias -> (heads, head_dim).
-_TORCH_HEADS_IN = _Layout(lambda shape: (shape[1] * shape[2], shape[0]), lambda array, shape: array.T.reshape(shape))
-_TORCH_HEADS_BIAS = _Layout(lambda shape: (shape[0] * shape[1],), lambda array, shape: array.reshape(shape))
-# Attention output projection: (dim, heads * head_dim) -> (heads, head_dim, dim).
-_TORCH_HEADS_OUT = _Layout(lambda shape: (shape[2], shape[0] * shape[1]), lambda array, shape: array.T.reshape(shape))
-
-
-def _fused(part, layout):
-    """timm's `attn.qkv`: query, key and value stacked along the output axis; `part` 0, 1, 2 picks one."""
-    return _Layout(
-        lambda shape: (3 * layout.expected(shape)[0],) + tuple(layout.expected(shape)[1:]),
-        lambda array, shape: layout.convert(np.split(array, 3, axis=0)[part], shape),
-    )
-
 
 # A naming scheme: `top` and `block` map our weight names to (checkpoint name, layout); block names are
 # prefixed with `block_prefix` (with "{i}" the block index). `classifier` lists the checkpoint tensors that belong
@@ -67,32 +41,32 @@ _Scheme = collections.namedtuple("Scheme", ["name", "top", "block", "block_prefi
 _ORIGINAL = _Scheme(
     name="original ViT (.npz)",
     top={
-        "patch_embedding/projection/kernel": ("embedding/kernel", _SAME),
-        "patch_embedding/projection/bias": ("embedding/bias", _SAME),
-        "patch_embedding/cls_token": ("cls", _SAME),
-        "patch_embedding/position_embeddings": ("Transformer/posembed_input/pos_embedding", _POSITION_TABLE),
-        "encoder_norm/gamma": ("Transformer/encoder_norm/scale", _SAME),
-        "encoder_norm/beta": ("Transformer/encoder_norm/bias", _SAME),
-        "head/kernel": ("head/kernel", _SAME),
-        "head/bias": ("head/bias", _SAME),
+        "patch_embedding/projection/kernel": ("embedding/kernel", SAME),
+        "patch_embedding/projection/bias": ("embedding/bias", SAME),
+        "patch_embedding/cls_token": ("cls", SAME),
+        "patch_embedding/position_embeddings": ("Transformer/posembed_input/pos_embedding", POSITION_TABLE),
+        "encoder_norm/gamma": ("Transformer/encoder_norm/scale", SAME),
+        "encoder_norm/beta": ("Transformer/encoder_norm/bias", SAME),
+        "head/kernel": ("head/kernel", SAME),
+        "head/bias": ("head/bias", SAME),
     },
     block={
-        "attention_norm/gamma": ("LayerNorm_0/scale", _SAME),
-        "attention_norm/beta": ("LayerNorm_0/bias", _SAME),
-        "attention/query/kernel": ("MultiHeadDotProductAttention_1/query/kernel", _SAME),
-        "attention/query/bias": ("MultiHeadDotProductAttention_1/query/bias", _SAME),
-        "attention/key/kernel": ("MultiHeadDotProductAttention_1/key/kernel", _SAME),
-        "attention/key/bias": ("MultiHeadDotProductAttention_1/key/bias", _SAME),
-        "attention/value/kernel": ("MultiHeadDotProductAttention_1/value/kernel", _SAME),
-        "attention/value/bias": ("MultiHeadDotProductAttention_1/value/bias", _SAME),
-        "attention/output/kernel": ("MultiHeadDotProductAttention_1/out/kernel", _SAME),
-        "attention/output/bias": ("MultiHeadDotProductAttention_1/out/bias", _SAME),
-        "feed_forward_norm/gamma": ("LayerNorm_2/scale", _SAME),
-        "feed_forward_norm/beta": ("LayerNorm_2/bias", _SAME),
-        "feed_forward/hidden/kernel": ("MlpBlock_3/Dense_0/kernel", _SAME),
-        "feed_forward/hidden/bias": ("MlpBlock_3/Dense_0/bias", _SAME),
-        "feed_forward/output/kernel": ("MlpBlock_3/Dense_1/kernel", _SAME),
-        "feed_forward/output/bias": ("MlpBlock_3/Dense_1/bias", _SAME),
+        "attention_norm/gamma": ("LayerNorm_0/scale", SAME),
+        "attention_norm/beta": ("LayerNorm_0/bias", SAME),
+        "attention/query/kernel": ("MultiHeadDotProductAttention_1/query/kernel", SAME),
+        "attention/query/bias": ("MultiHeadDotProductAttention_1/query/bias", SAME),
+        "attention/key/kernel": ("MultiHeadDotProductAttention_1/key/kernel", SAME),
+        "attention/key/bias": ("MultiHeadDotProductAttention_1/key/bias", SAME),
+        "attention/value/kernel": ("MultiHeadDotProductAttention_1/value/kernel", SAME),
+        "attention/value/bias": ("MultiHeadDotProductAttention_1/value/bias", SAME),
+        "attention/output/kernel": ("MultiHeadDotProductAttention_1/out/kernel", SAME),
+        "attention/output/bias": ("MultiHeadDotProductAttention_1/out/bias", SAME),
+        "feed_forward_norm/gamma": ("LayerNorm_2/scale", SAME),
+        "feed_forward_norm/beta": ("LayerNorm_2/bias", SAME),
+        "feed_forward/hidden/kernel": ("MlpBlock_3/Dense_0/kernel", SAME),
+        "feed_forward/hidden/bias": ("MlpBlock_3/Dense_0/bias", SAME),
+        "feed_forward/output/kernel": ("MlpBlock_3/Dense_1/kernel", SAME),
+        "feed_forward/output/bias": ("MlpBlock_3/Dense_1/bias", SAME),
     },
     block_prefix="Transformer/encoderblock_{i}/",
     # ImageNet-21k checkpoints put a tanh "pre_logits" layer before the head; the paper drops both to fine-tune.
@@ -102,32 +76,32 @@ _ORIGINAL = _Scheme(
 _TIMM = _Scheme(
     name="timm (.safetensors)",
     top={
-        "patch_embedding/projection/kernel": ("patch_embed.proj.weight", _TORCH_CONV),
-        "patch_embedding/projection/bias": ("patch_embed.proj.bias", _SAME),
-        "patch_embedding/cls_token": ("cls_token", _SAME),
-        "patch_embedding/position_embeddings": ("pos_embed", _POSITION_TABLE),
-        "encoder_norm/gamma": ("norm.weight", _SAME),
-        "encoder_norm/beta": ("norm.bias", _SAME),
-        "head/kernel": ("head.weight", _TORCH_LINEAR),
-        "head/bias": ("head.bias", _SAME),
+        "patch_embedding/projection/kernel": ("patch_embed.proj.weight", TORCH_CONV),
+        "patch_embedding/projection/bias": ("patch_embed.proj.bias", SAME),
+        "patch_embedding/cls_token": ("cls_token", SAME),
+        "patch_embedding/position_embeddings": ("pos_embed", POSITION_TABLE),
+        "encoder_norm/gamma": ("norm.weight", SAME),
+        "encoder_norm/beta": ("norm.bias", SAME),
+        "head/kernel": ("head.weight", TORCH_LINEAR),
+        "head/bias": ("head.bias", SAME),
     },
     block={
-        "attention_norm/gamma": ("norm1.weight", _SAME),
-        "attention_norm/beta": ("norm1.bias", _SAME),
-        "attention/query/kernel": ("attn.qkv.weight", _fused(0, _TORCH_HEADS_IN)),
-        "attention/query/bias": ("attn.qkv.bias", _fused(0, _TORCH_HEADS_BIAS)),
-        "attention/key/kernel": ("attn.qkv.weight", _fused(1, _TORCH_HEADS_IN)),
-        "attention/key/bias": ("attn.qkv.bias", _fused(1, _TORCH_HEADS_BIAS)),
-        "attention/value/kernel": ("attn.qkv.weight", _fused(2, _TORCH_HEADS_IN)),
-        "attention/value/bias": ("attn.qkv.bias", _fused(2, _TORCH_HEADS_BIAS)),
-        "attention/output/kernel": ("attn.proj.weight", _TORCH_HEADS_OUT),
-        "attention/output/bias": ("attn.proj.bias", _SAME),
-        "feed_forward_norm/gamma": ("norm2.weight", _SAME),
-        "feed_forward_norm/beta": ("norm2.bias", _SAME),
-        "feed_forward/hidden/kernel": ("mlp.fc1.weight", _TORCH_LINEAR),
-        "feed_forward/hidden/bias": ("mlp.fc1.bias", _SAME),
-        "feed_forward/output/kernel": ("mlp.fc2.weight", _TORCH_LINEAR),
-        "feed_forward/output/bias": ("mlp.fc2.bias", _SAME),
+        "attention_norm/gamma": ("norm1.weight", SAME),
+        "attention_norm/beta": ("norm1.bias", SAME),
+        "attention/query/kernel": ("attn.qkv.weight", fused(0, TORCH_HEADS_IN)),
+        "attention/query/bias": ("attn.qkv.bias", fused(0, TORCH_HEADS_BIAS)),
+        "attention/key/kernel": ("attn.qkv.weight", fused(1, TORCH_HEADS_IN)),
+        "attention/key/bias": ("attn.qkv.bias", fused(1, TORCH_HEADS_BIAS)),
+        "attention/value/kernel": ("attn.qkv.weight", fused(2, TORCH_HEADS_IN)),
+        "attention/value/bias": ("attn.qkv.bias", fused(2, TORCH_HEADS_BIAS)),
+        "attention/output/kernel": ("attn.proj.weight", TORCH_HEADS_OUT),
+        "attention/output/bias": ("attn.proj.bias", SAME),
+        "feed_forward_norm/gamma": ("norm2.weight", SAME),
+        "feed_forward_norm/beta": ("norm2.bias", SAME),
+        "feed_forward/hidden/kernel": ("mlp.fc1.weight", TORCH_LINEAR),
+        "feed_forward/hidden/bias": ("mlp.fc1.bias", SAME),
+        "feed_forward/output/kernel": ("mlp.fc2.weight", TORCH_LINEAR),
+        "feed_forward/output/bias": ("mlp.fc2.bias", SAME),
     },
     block_prefix="blocks.{i}.",
     classifier=("head.weight", "head.bias"),
@@ -140,32 +114,32 @@ def _huggingface_scheme(prefix):
     return _Scheme(
         name="HuggingFace transformers (.safetensors)",
         top={
-            "patch_embedding/projection/kernel": (f"{projection}.weight", _TORCH_CONV),
-            "patch_embedding/projection/bias": (f"{projection}.bias", _SAME),
-            "patch_embedding/cls_token": (f"{prefix}embeddings.cls_token", _SAME),
-            "patch_embedding/position_embeddings": (f"{prefix}embeddings.position_embeddings", _POSITION_TABLE),
-            "encoder_norm/gamma": (f"{prefix}layernorm.weight", _SAME),
-            "encoder_norm/beta": (f"{prefix}layernorm.bias", _SAME),
-            "head/kernel": ("classifier.weight", _TORCH_LINEAR),
-            "head/bias": ("classifier.bias", _SAME),
+            "patch_embedding/projection/kernel": (f"{projection}.weight", TORCH_CONV),
+            "patch_embedding/projection/bias": (f"{projection}.bias", SAME),
+            "patch_embedding/cls_token": (f"{prefix}embeddings.cls_token", SAME),
+            "patch_embedding/position_embeddings": (f"{prefix}embeddings.position_embeddings", POSITION_TABLE),
+            "encoder_norm/gamma": (f"{prefix}layernorm.weight", SAME),
+            "encoder_norm/beta": (f"{prefix}layernorm.bias", SAME),
+            "head/kernel": ("classifier.weight", TORCH_LINEAR),
+            "head/bias": ("classifier.bias", SAME),
         },
         block={
-            "attention_norm/gamma": ("layernorm_before.weight", _SAME),
-            "attention_norm/beta": ("layernorm_before.bias", _SAME),
-            "attention/query/kernel": ("attention.attention.query.weight", _TORCH_HEADS_IN),
-            "attention/query/bias": ("attention.attention.query.bias", _TORCH_HEADS_BIAS),
-            "attention/key/kernel": ("attention.attention.key.weight", _TORCH_HEADS_IN),
-            "attention/key/bias": ("attention.attention.key.bias", _TORCH_HEADS_BIAS),
-            "attention/value/kernel": ("attention.attention.value.weight", _TORCH_HEADS_IN),
-            "attention/value/bias": ("attention.attention.value.bias", _TORCH_HEADS_BIAS),
-            "attention/output/kernel": ("attention.output.dense.weight", _TORCH_HEADS_OUT),
-            "attention/output/bias": ("attention.output.dense.bias", _SAME),
-            "feed_forward_norm/gamma": ("layernorm_after.weight", _SAME),
-            "feed_forward_norm/beta": ("layernorm_after.bias", _SAME),
-            "feed_forward/hidden/kernel": ("intermediate.dense.weight", _TORCH_LINEAR),
-            "feed_forward/hidden/bias": ("intermediate.dense.bias", _SAME),
-            "feed_forward/output/kernel": ("output.dense.weight", _TORCH_LINEAR),
-            "feed_forward/output/bias": ("output.dense.bias", _SAME),
+            "attention_norm/gamma": ("layernorm_before.weight", SAME),
+            "attention_norm/beta": ("layernorm_before.bias", SAME),
+            "attention/query/kernel": ("attention.attention.query.weight", TORCH_HEADS_IN),
+            "attention/query/bias": ("attention.attention.query.bias", TORCH_HEADS_BIAS),
+            "attention/key/kernel": ("attention.attention.key.weight", TORCH_HEADS_IN),
+            "attention/key/bias": ("attention.attention.key.bias", TORCH_HEADS_BIAS),
+            "attention/value/kernel": ("attention.attention.value.weight", TORCH_HEADS_IN),
+            "attention/value/bias": ("attention.attention.value.bias", TORCH_HEADS_BIAS),
+            "attention/output/kernel": ("attention.output.dense.weight", TORCH_HEADS_OUT),
+            "attention/output/bias": ("attention.output.dense.bias", SAME),
+            "feed_forward_norm/gamma": ("layernorm_after.weight", SAME),
+            "feed_forward_norm/beta": ("layernorm_after.bias", SAME),
+            "feed_forward/hidden/kernel": ("intermediate.dense.weight", TORCH_LINEAR),
+            "feed_forward/hidden/bias": ("intermediate.dense.bias", SAME),
+            "feed_forward/output/kernel": ("output.dense.weight", TORCH_LINEAR),
+            "feed_forward/output/bias": ("output.dense.bias", SAME),
         },
         block_prefix=f"{prefix}encoder.layer.{{i}}.",
         # A bare ViTModel may carry a tanh pooler, the counterpart of the original "pre_logits".
@@ -254,23 +228,13 @@ def load_vit_weights(model, path, skip_head=False):
     # With skip_head the head stays as initialised: it is neither loaded nor reported as missing.
     targets = {name: variable for name, variable in weights.items() if not (drop_head and name.startswith("head/"))}
 
-    values, missing, mismatched = {}, [], []
-    for name, variable in targets.items():
-        source, layout = plan[name]
-        shape = tuple(variable.shape)
-        if source not in tensors:
-            missing.append(f"`{variable.path}` (checkpoint name `{source}`)")
-            continue
-        array = tensors[source]
-        expected = tuple(layout.expected(shape))
-        if not _shape_fits(array.shape, expected):
-            needed = tuple("any" if size is None else size for size in expected)
-            mismatched.append(
-                f"`{source}` has shape {tuple(array.shape)} in the checkpoint, but the model's `{variable.path}` "
-                f"of shape {shape} needs {needed}"
-            )
-            continue
-        values[name] = layout.convert(array, shape)
+    values, missing_records, mismatched_records = _porting.plan(
+        [(name, plan[name][0], variable.shape, plan[name][1]) for name, variable in targets.items()], tensors)
+    missing = [f"`{targets[m.key].path}` (checkpoint name `{m.source}`)" for m in missing_records]
+    mismatched = [
+        f"`{m.source}` has shape {m.found} in the checkpoint, but the model's `{targets[m.key].path}` "
+        f"of shape {tuple(targets[m.key].shape)} needs {tuple('any' if size is None else size for size in m.expected)}"
+        for m in mismatched_records]
 
     used = {plan[name][0] for name in targets} | skipped
     unused = sorted(set(tensors) - used)
@@ -407,10 +371,6 @@ def _check_sizes(model, tensors, scheme, path):
         raise ValueError(
             f"The checkpoint {path} is a ViT with {wanted}; build the model with those sizes. Received: {received}"
         )
-
-
-def _shape_fits(shape, expected):
-    return len(shape) == len(expected) and all(want is None or want == got for got, want in zip(shape, expected))
 
 
 def _naming_scheme(tensors, path):
