@@ -141,10 +141,10 @@ class TextClassifier(ParameterEfficient, PresetModel, keras.Model):
             setattr(self, name, getattr(encoder, name))
 
     def call(self, inputs, training=None, mask=None):
-        return super().call(self.encoder._as_inputs(inputs), training=training)
+        return super().call(self.encoder.standardize_inputs(inputs), training=training)
 
     def compute_output_spec(self, inputs, training=None, mask=None):
-        return super().compute_output_spec(self.encoder._as_inputs(inputs))
+        return super().compute_output_spec(self.encoder.standardize_inputs(inputs))
 
     def get_config(self):
         config = super().get_config()

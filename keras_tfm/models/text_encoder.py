@@ -166,7 +166,7 @@ class TextEncoder(ParameterEfficient, PresetModel, keras.Model):
             outputs = {"sequence_output": x,
                        "pooled_output": keras.layers.Dense(dim, activation="tanh", name="pooler")(first)}
         super().__init__(inputs, outputs, **kwargs)
-        # The structure check of the dict inputs is done by `_as_inputs`, which also takes plain token ids.
+        # The structure check of the dict inputs is done by `standardize_inputs`, which also takes plain token ids.
         self.input_spec = None
 
         self.store_arguments(locals())
@@ -174,8 +174,19 @@ class TextEncoder(ParameterEfficient, PresetModel, keras.Model):
     # ------------------------------------------------------------------------------------------------------
     # Inputs: token ids alone, or keras-hub's dict.
 
-    def _as_inputs(self, inputs):
-        """The dict the graph reads: padding mask and segment ids filled in when not given."""
+    def standardize_inputs(self, inputs):
+        """The dict the encoder's graph reads, from token ids alone or keras-hub's dict.
+
+        The padding mask is filled in from `padding_id` and the segment ids with zeros when not given. A task
+        model on this encoder (`TextClassifier`) calls it on its own inputs.
+
+        Args:
+            inputs: `(batch, length)` token ids, or a dict with "token_ids" and optionally "padding_mask" and
+                "segment_ids" (all-zero segment ids are dropped when the encoder has no segment table).
+
+        Returns:
+            `{"token_ids", "padding_mask"}` (int32 mask), with "segment_ids" when the encoder has segments.
+        """
         if isinstance(inputs, dict):
             unknown = sorted(set(inputs) - set(INPUT_NAMES))
             if unknown or "token_ids" not in inputs:
@@ -201,14 +212,14 @@ class TextEncoder(ParameterEfficient, PresetModel, keras.Model):
         return graph_inputs
 
     def call(self, inputs, training=None, mask=None):
-        return super().call(self._as_inputs(inputs), training=training)
+        return super().call(self.standardize_inputs(inputs), training=training)
 
     def compute_output_spec(self, inputs, training=None, mask=None):
-        return super().compute_output_spec(self._as_inputs(inputs))
+        return super().compute_output_spec(self.standardize_inputs(inputs))
 
     def compute_mask(self, inputs, mask=None):
         """The padding mask of the states, True at real tokens (and at a learned [CLS] token)."""
-        padding = ops.cast(self._as_inputs(inputs)["padding_mask"], "bool")  # (batch, length)
+        padding = ops.cast(self.standardize_inputs(inputs)["padding_mask"], "bool")  # (batch, length)
         if self.class_token:
             padding = ops.concatenate([ops.ones_like(padding[:, :1]), padding], axis=1)
         return {"sequence_output": padding, "pooled_output": None} if self.pooler else padding
