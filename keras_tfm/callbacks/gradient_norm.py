@@ -59,7 +59,8 @@ class GradientNormCallback(keras.callbacks.Callback):
         self._group_sums = {name: self._optimizer.add_variable((), initializer="zeros", dtype="float32",
                                                                name=f"gradient_norm_group_{i}")
                             for i, name in enumerate(self.groups)}
-        paths = [variable.path for variable in self.model.trainable_variables]
+        trainable = list(self.model.trainable_variables)
+        paths = [variable.path for variable in trainable]
         unmatched = [name for name, prefix in self.groups.items() if not any(_in_group(p, prefix) for p in paths)]
         if unmatched:
             raise ValueError(f"`groups` {unmatched} match no trainable weight of the model; its weights' paths "
@@ -67,8 +68,9 @@ class GradientNormCallback(keras.callbacks.Callback):
         apply = self._optimizer.apply
 
         def apply_and_measure(grads, trainable_variables=None):
-            # Keras' JAX step calls `apply(grads)` alone: the optimizer was built on the model's trainable weights.
-            variables = self.model.trainable_variables if trainable_variables is None else trainable_variables
+            # Keras' JAX step calls `apply(grads)` alone, for the model's trainable weights as they were when `fit`
+            # began (listed then: inside the step the model's lists are not to be read).
+            variables = trainable if trainable_variables is None else trainable_variables
             squares = [(v.path, keras.ops.sum(keras.ops.square(keras.ops.cast(g, "float32"))))
                        for g, v in zip(grads, variables) if g is not None]
             norm = keras.ops.sqrt(keras.ops.sum(keras.ops.stack([s for _, s in squares]))) if squares \
