@@ -119,7 +119,7 @@ def check_alone_microseconds(batch=64, length=256, vocab=20000, repeats=300):
         return keras.ops.sum(x)
 
     def checked(x):
-        return keras.ops.sum(_checks.token_ids_in_step("inputs", x, vocab, "token_embedding"))
+        return keras.ops.sum(_checks.token_ids_in_step("inputs", x, vocab, "token_embedding", training=True))
 
     if keras.backend.backend() == "jax":
         import jax

@@ -179,7 +179,7 @@ def token_ids(name, values, vocab_size, where=""):
         )
 
 
-def token_ids_in_step(name, ids, vocab_size, layer):
+def token_ids_in_step(name, ids, vocab_size, layer, training=None):
     """`ids`, checked inside a compiled step (where Python cannot see their values) as far as the backend allows.
 
     A user's own model gets no check before its step, as the ready models do in `fit`. Unchecked, an id >=
@@ -188,8 +188,9 @@ def token_ids_in_step(name, ids, vocab_size, layer):
     * TensorFlow: an assertion in the graph. The error is still TensorFlow's InvalidArgumentError, but its last
       lines are this message with the id. XLA (`jit_compile=True`) drops assertions, and its gather clamps an
       id that is too large, so under XLA nothing is caught.
-    * JAX: a host callback (`jax.debug.callback`) that raises this message's ValueError. Training stops with a
-      JaxRuntimeError that ends with it.
+    * JAX: a host callback (`jax.debug.callback`) that raises this message's ValueError, in training steps only
+      (`training=True`). Training stops with a JaxRuntimeError that ends with it. `model.export` cannot serialize
+      a host callback (it fails with "std::bad_cast"), so inference steps are left unchecked.
     * PyTorch runs eagerly: the values are known, and the eager check has already run.
 
     Skipped inside `values_checked_upstream()`: the ready models check their data before the step. A layer turns
@@ -200,6 +201,7 @@ def token_ids_in_step(name, ids, vocab_size, layer):
         ids: the token ids, a symbolic or traced tensor.
         vocab_size: ids must lie in [0, vocab_size).
         layer: the layer's name, said in the message.
+        training: the layer's `training` argument (JAX checks only training steps).
     """
     if getattr(_checked_upstream, "depth", 0):
         return ids
@@ -219,7 +221,7 @@ def token_ids_in_step(name, ids, vocab_size, layer):
     if backend == "jax":
         import jax
 
-        if not isinstance(ids, jax.core.Tracer):
+        if not isinstance(ids, jax.core.Tracer) or not training:
             return ids
 
         def check_on_host(values):

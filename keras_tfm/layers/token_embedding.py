@@ -47,9 +47,9 @@ class TokenEmbedding(keras.layers.Layer):
         seed: seed of the dropout.
         check_ids: whether ids outside `[0, vocab_size)` raise an error naming the layer, also inside a compiled
             `fit` of a model of your own: an assertion in TensorFlow's graph (not under XLA, which drops it) and a
-            host callback under `jax.jit`, 0.1 ms or less a step (docs/results.md). Without it an id that is too large
-            is a TensorFlow gather error or a NaN loss on JAX. The ready models check their data before the step
-            and compile no check in. False turns it off.
+            host callback in JAX's training steps, 0.1 ms or less a step (docs/results.md). Without it an id that is
+            too large is a TensorFlow gather error or a NaN loss on JAX. The ready models check their data before
+            the step and compile no check in. False turns it off.
         **kwargs: standard `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -178,7 +178,7 @@ class TokenEmbedding(keras.layers.Layer):
             tokens = inputs[..., : self.token_dim]  # all channels, unless positions were concatenated
             return ops.matmul(tokens, ops.transpose(ops.cast(self.embeddings, inputs.dtype)))
         _checks.rank("inputs", inputs.shape, 2, "(batch, length) of token ids")
-        inputs = self._check_ids(inputs)
+        inputs = self._check_ids(inputs, training)
         length = None if _checks.is_shape_placeholder(inputs) else _checks.static(inputs.shape[1])
         if self.max_length is not None and length is not None and isinstance(start_position, int):
             if start_position + length > self.max_length:
@@ -203,7 +203,7 @@ class TokenEmbedding(keras.layers.Layer):
                 x = ops.concatenate([x, encoding], axis=-1)
         return self.dropout_layer(x, training=training)
 
-    def _check_ids(self, ids):
+    def _check_ids(self, ids, training=None):
         """Out-of-range and non-integer ids raise a ValueError when their values are known (eager calls). Inside a
         compiled step the range is checked where the backend allows (`_checks.token_ids_in_step`); the ready
         models check their data before the step instead. Returns the ids to look up."""
@@ -213,7 +213,7 @@ class TokenEmbedding(keras.layers.Layer):
         if values is not None:
             _checks.token_ids("inputs", values, self.vocab_size)
             return ids
-        return _checks.token_ids_in_step("inputs", ids, self.vocab_size, self.name)
+        return _checks.token_ids_in_step("inputs", ids, self.vocab_size, self.name, training=training)
 
     def compute_mask(self, inputs, mask=None):
         if len(inputs.shape) == 3:  # reverse=True: vectors in, logits out; their mask passes through

@@ -221,3 +221,15 @@ def test_only_a_users_own_model_compiles_the_check_into_its_steps(monkeypatch):
     ready.predict(ids, verbose=0)
     language_model.generate(ids[:2, :4], max_new_tokens=4)  # the prompt checked on the host, each step unchecked
     assert compiled == []
+
+
+@pytest.mark.skipif(keras.backend.backend() == "torch", reason="Keras exports SavedModels from TensorFlow and JAX")
+def test_a_users_own_model_with_the_check_still_exports(tmp_path):
+    """JAX's export cannot serialize a host callback ("std::bad_cast"): the check stays out of inference steps."""
+    model = _own_model()
+    model.export(str(tmp_path / "saved"), verbose=False)
+    import tensorflow as tf
+
+    served = tf.saved_model.load(str(tmp_path / "saved"))
+    ids = _ids_with(1)[:2]
+    np.testing.assert_allclose(served.serve(ids).numpy(), model.predict(ids, verbose=0), atol=1e-5)
