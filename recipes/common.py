@@ -55,7 +55,7 @@ def hide_gpus_from_tensorflow():
 
     try:
         tf.config.set_visible_devices([], "GPU")
-    except RuntimeError:  # TensorFlow already started its devices (it was used before this import)
+    except RuntimeError:  # TensorFlow already started its devices (it was used before `setup`)
         print("warning: TensorFlow already holds the GPUs; call recipes.common.setup before using tf.data",
               file=sys.stderr)
 

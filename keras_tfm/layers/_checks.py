@@ -169,14 +169,29 @@ def _outside(name, values, size, what, hint):
     return int(low) if low < 0 else None
 
 
+_IDS_HINT = "Check the tokenizer's vocabulary size against the model's `vocab_size`."
+
+
+def _ids_range(name, vocab_size, where=""):
+    return f"Token ids in `{name}`{where} must lie in [0, vocab_size) = [0, {vocab_size})."
+
+
 def token_ids(name, values, vocab_size, where=""):
     """Checks concrete token ids: integers in [0, vocab_size). `where` follows the name in the message."""
     bad = _outside(name, values, vocab_size, "token ids", "Tokenize to ints (and give keras.Input dtype='int32').")
     if bad is not None:
-        raise ValueError(
-            f"Token ids in `{name}`{where} must lie in [0, vocab_size) = [0, {vocab_size}). Received: an id of {bad}. "
-            "Check the tokenizer's vocabulary size against the model's `vocab_size`."
-        )
+        raise ValueError(f"{_ids_range(name, vocab_size, where)} Received: an id of {bad}. {_IDS_HINT}")
+
+
+def tf_assert_in_range(values, size, message):
+    """A TensorFlow graph assertion that every value lies in [0, size). When it fails, TensorFlow's error prints
+    `message`, then the value outside: the largest if it is too large, else the smallest. Both tests pass for an
+    empty tensor, whose min is the dtype's largest value and max its smallest."""
+    import tensorflow as tf  # only on the TensorFlow backend, or for a tf.data pipeline
+
+    low, high = tf.reduce_min(values), tf.reduce_max(values)
+    bad = tf.where(high >= size, high, low)
+    return tf.debugging.Assert((low >= 0) & (high < size), [message, bad])
 
 
 def token_ids_in_step(name, ids, vocab_size, layer, training=None):
@@ -211,12 +226,8 @@ def token_ids_in_step(name, ids, vocab_size, layer, training=None):
 
         if not tf.is_tensor(ids) or tf.executing_eagerly():
             return ids
-        message = (f"Token ids in `{name}` of layer {layer!r} must lie in [0, vocab_size) = [0, {vocab_size}). "
-                   "Check the tokenizer's vocabulary size against the model's `vocab_size`. Received: an id of")
-        low, high = tf.reduce_min(ids), tf.reduce_max(ids)  # of an empty batch: the dtype's largest and smallest
-        bad = tf.where(high >= vocab_size, high, low)
-        check = tf.debugging.Assert((low >= 0) & (high < vocab_size), [message, bad])
-        with tf.control_dependencies([check]):
+        message = f"{_ids_range(name, vocab_size, f' of layer {layer!r}')} {_IDS_HINT} Received: an id of"
+        with tf.control_dependencies([tf_assert_in_range(ids, vocab_size, message)]):
             return tf.identity(ids)
     if backend == "jax":
         import jax

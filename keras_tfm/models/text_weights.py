@@ -192,10 +192,12 @@ def load_text_encoder(encoder_class, folder, dtype=None, **overrides):
         entries.append((len(variables), name, variable.shape, layout))
         variables.append(variable)
     values, missing, mismatched = _porting.plan(entries, tensors)
-    for m in missing[:1]:
+    if missing:  # the first problem is named
+        m = missing[0]
         raise ValueError(f"The checkpoint in {folder!r} has no tensor {m.source!r}, which the {model_type} encoder "
                          f"described by config.json needs (for weight {variables[m.key].path}).")
-    for m in mismatched[:1]:
+    if mismatched:
+        m = mismatched[0]
         raise ValueError(f"Tensor {m.source!r} has shape {m.found}; the encoder described by config.json "
                          f"expects {m.expected} (weight {variables[m.key].path}).")
     for index, value in values.items():  # assigned only once every weight has its tensor
