@@ -96,6 +96,19 @@ def pipeline_microseconds(model, dataset, checked, repeats=5):
     return best
 
 
+def alternating_rounds(seconds_of, rounds):
+    """`{False: [seconds...], True: [seconds...]}`: `seconds_of(flag)` for both flags, in alternating order (ABAB,
+    then BABA) so that a slow minute of the machine falls on both alike, after one warm-up round of each that
+    compiles (or traces) and is not kept."""
+    times = {False: [], True: []}
+    for round_index in range(rounds + 1):
+        for flag in (False, True) if round_index % 2 == 0 else (True, False):
+            seconds = seconds_of(flag)
+            if round_index:
+                times[flag].append(seconds)
+    return times
+
+
 def own_model(check_ids, vocab=20000, length=256, dim=64):
     keras.utils.set_random_seed(0)
     inputs = keras.Input((length,), dtype="int32")
@@ -145,13 +158,13 @@ def own_model_table(steps, rounds, batch=64, length=256, vocab=20000):
     x = rng.integers(1, vocab, (steps * batch, length)).astype("int32")
     y = rng.integers(0, 2, steps * batch)
     models = {flag: own_model(flag, vocab, length) for flag in (False, True)}
-    times = {True: [], False: []}
-    for round_index in range(rounds + 1):
-        for flag in (False, True) if round_index % 2 == 0 else (True, False):
-            timer = EpochTimer()
-            models[flag].fit(x, y, batch_size=batch, epochs=1, verbose=0, callbacks=[timer])
-            if round_index:  # round 0 compiles each model's step
-                times[flag].append(timer.seconds)
+
+    def epoch_seconds_of(check_ids):
+        timer = EpochTimer()
+        models[check_ids].fit(x, y, batch_size=batch, epochs=1, verbose=0, callbacks=[timer])
+        return timer.seconds
+
+    times = alternating_rounds(epoch_seconds_of, rounds)
     plain, checked = statistics.median(times[False]), statistics.median(times[True])
     print("| model | check_ids=False (steps/s) | check_ids=True (steps/s) | cost per step |")
     print("|---|---|---|---|")
@@ -180,12 +193,7 @@ def main(argv=None):
     print("|---|---|---|---|---|")
     for name in args.models:
         model, dataset = SETUPS[name](args.steps)
-        times = {True: [], False: []}
-        for round_index in range(args.rounds + 1):
-            for checked in (False, True) if round_index % 2 == 0 else (True, False):
-                seconds = epoch_seconds(model, dataset, checked)
-                if round_index:  # round 0 traces both (a new pipeline function: a new trace)
-                    times[checked].append(seconds)
+        times = alternating_rounds(lambda checked: epoch_seconds(model, dataset, checked), args.rounds)
         plain, checked = statistics.median(times[False]), statistics.median(times[True])
         alone = [pipeline_microseconds(model, dataset, flag) for flag in (False, True)]
         print(f"| {name} | {args.steps / plain:.1f} | {args.steps / checked:.1f} | {checked / plain - 1:+.1%} | "
