@@ -48,11 +48,11 @@ def models(dry_run):
         vit = dict(image_size=16, patch_size=4, num_classes=10, dim=32, depth=1, num_heads=2, mlp_dim=64)
         text = dict(vocab_size=100, max_length=32, num_classes=2, dim=32, depth=1, num_heads=2, mlp_dim=64)
         return {"ViT": (lambda: ViT(**vit), (8, 16, 16, 3)),
-                "TextClassifier": (lambda: TextClassifier(**text), (8, 32))}
+                "TextClassifier": (lambda: TextClassifier.from_preset("tiny", **text), (8, 32))}
     vit = dict(image_size=32, patch_size=4, num_classes=10, dim=384, depth=12, num_heads=6, mlp_dim=1536)
     text = dict(vocab_size=30522, max_length=256, num_classes=2, dim=384, depth=6, num_heads=12, mlp_dim=1536)
     return {"ViT": (lambda: ViT(**vit), (128, 32, 32, 3)),
-            "TextClassifier": (lambda: TextClassifier(**text), (32, 256))}
+            "TextClassifier": (lambda: TextClassifier.from_preset("tiny", **text), (32, 256))}
 
 
 def batch(shape, rng):
@@ -129,7 +129,7 @@ def attention_kernels(dry_run):
 
 def compile_counts(dry_run):
     section("compile counts: one training step fed three sequence lengths")
-    model = TextClassifier(vocab_size=100, max_length=64, num_classes=2, dim=32, depth=1, num_heads=2, mlp_dim=64)
+    model = TextClassifier.from_preset("tiny", vocab_size=100, max_length=64, num_classes=2, dim=32, depth=1, num_heads=2, mlp_dim=64)
     model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     traces = []
     step = model.train_step
@@ -150,7 +150,7 @@ def data_parallel(steps):
     devices = keras.distribution.list_devices()
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
     try:
-        model = TextClassifier(vocab_size=100, max_length=32, num_classes=2, dim=32, depth=1, num_heads=2, mlp_dim=64)
+        model = TextClassifier.from_preset("tiny", vocab_size=100, max_length=32, num_classes=2, dim=32, depth=1, num_heads=2, mlp_dim=64)
         model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         rng = np.random.default_rng(0)
         samples = 8 * len(devices) * steps

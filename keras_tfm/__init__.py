@@ -29,7 +29,7 @@ import pathlib
 import sys
 import warnings
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _HERE = pathlib.Path(__file__).parent
 

@@ -3,8 +3,8 @@ unlabelled text by filling in hidden words.
 
 Some tokens of each sequence are hidden (`keras_tfm.data.mlm.mask_tokens`: 15% of the real tokens, of those 80%
 become [MASK], 10% a random word, 10% stay as they are) and the model predicts the original word at exactly those
-positions. The encoder is a `TextEncoder` (`mlm.encoder`), the same backbone `TextClassifier` classifies with, so
-`TextClassifier.from_encoder(mlm)` fine-tunes that very encoder:
+positions. The model is a head on a `TextEncoder` (`mlm.encoder`), the same backbone `TextClassifier` classifies
+with, so `TextClassifier.from_encoder(mlm)` fine-tunes that very encoder:
 
     mlm = MaskedLanguageModel.from_preset("small", vocab_size=20000, max_length=256)
     mlm.compile_for_training()
@@ -18,12 +18,11 @@ Only the masked positions are projected onto the vocabulary: the head reads the 
 import keras
 from keras import ops
 
-from keras_tfm.layers import _checks
 from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
 from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
-from keras_tfm.models.text_encoder import TextEncoder
+from keras_tfm.models.text_encoder import TextTask, task_encoder
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
 class GatherPositions(keras.layers.Layer):
@@ -48,29 +47,24 @@ class GatherPositions(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class MaskedLanguageModel(PresetModel, keras.Model):
-    """A Transformer encoder over token ids (0 = padding) that predicts the tokens hidden at `mask_positions`.
+class MaskedLanguageModel(TextTask, PresetModel, keras.Model):
+    """A masked-LM head on a `TextEncoder`: predicts the tokens hidden at `mask_positions`.
 
-    Layer names: `encoder` (a `TextEncoder`: `token_embedding`, `block_0` ... `block_{depth-1}`, `encoder_norm`),
-    then the head: `mlm_gather`, `mlm_dense` (dim -> dim, GELU), `mlm_norm`, then the encoder's token table
-    transposed (the output is tied to `token_embedding`, as in BERT) and `mlm_logits` (float32).
+    Layer names: the encoder (its own name; `encoder` when a preset built it: `token_embedding`, `block_0` ...
+    `block_{depth-1}`, `encoder_norm`), then the head: `mlm_gather`, `mlm_dense` (dim -> dim, GELU), `mlm_norm`,
+    then the encoder's token table transposed (the output is tied to `token_embedding`, as in BERT) and
+    `mlm_logits` (float32).
 
     Args:
-        vocab_size: number of token ids (0 is padding; the [MASK] id is one of them).
-        max_length: longest sequence the model accepts.
-        dim, depth, num_heads, mlp_dim: width, number of blocks, heads per block, MLP width.
-        position: `"sinusoidal"`, `"learned"` or `None`.
-        dropout: dropout rate in the embedding and the blocks.
-        attention_dropout: dropout on attention weights.
-        norm_first: pre-norm (default) or post-norm blocks.
-        layer_norm_epsilon: epsilon of the layer norms.
+        encoder: the `TextEncoder` to pre-train (0 is padding; the [MASK] id is one of its token ids). The model
+            uses that very object, so `TextClassifier.from_encoder(mlm)` fine-tunes what was pre-trained.
         **kwargs: `keras.Model` arguments.
 
     Call arguments / shapes:
-        A dict with `"token_ids"` `(batch, length)` ints (hidden tokens already replaced, `length <= max_length`)
-        and `"mask_positions"` `(batch, predictions)` ints (indices into `length`) -> logits
-        `(batch, predictions, vocab_size)` (float32, also under mixed precision). Labels are the original ids at
-        those positions, with 0 for unused prediction slots, which the loss and accuracy of
+        A dict with `"token_ids"` `(batch, length)` ints (hidden tokens already replaced,
+        `length <= encoder.max_length`) and `"mask_positions"` `(batch, predictions)` ints (indices into
+        `length`) -> logits `(batch, predictions, vocab_size)` (float32, also under mixed precision). Labels are
+        the original ids at those positions, with 0 for unused prediction slots, which the loss and accuracy of
         `compile_for_training` ignore.
 
     Example:
@@ -79,47 +73,32 @@ class MaskedLanguageModel(PresetModel, keras.Model):
     >>> inputs = {"token_ids": np.array([[5, 2, 9, 0]]), "mask_positions": np.array([[1, 0]])}
     >>> tuple(mlm(inputs).shape)
     (1, 2, 1000)
+    >>> mlm = MaskedLanguageModel(TextEncoder(vocab_size=1000, max_length=32, dim=32, depth=1, num_heads=2,
+    ...                                       mlp_dim=64))
     """
 
     PRESETS = TEXT_CLASSIFIER_PRESETS  # the same sizes as the classifier it pre-trains
 
-    def __init__(
-        self,
-        vocab_size,
-        max_length,
-        dim=128,
-        depth=2,
-        num_heads=4,
-        mlp_dim=256,
-        position="sinusoidal",
-        dropout=0.1,
-        attention_dropout=0.0,
-        norm_first=True,
-        layer_norm_epsilon=1e-6,
-        **kwargs,
-    ):
+    def __init__(self, encoder=None, **kwargs):
+        encoder = task_encoder(type(self), encoder, kwargs)
         self.check_keywords(kwargs)
         kwargs.setdefault("name", "masked_language_model")
-        _checks.positive_int("depth", depth)
-        _checks.positive_int("max_length", max_length)
+        if encoder.class_token:
+            raise ValueError("A masked LM's encoder must not prepend a learned [CLS] token (class_token=True): "
+                             "`mask_positions` index the text's own tokens. Build it with class_token=False.")
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
         mask_positions = keras.Input((None,), dtype="int32", name="mask_positions")
-        encoder = TextEncoder(
-            vocab_size, max_length, dim=dim, depth=depth, num_heads=num_heads, mlp_dim=mlp_dim, position=position,
-            norm_first=norm_first, dropout=dropout, attention_dropout=attention_dropout,
-            layer_norm_epsilon=layer_norm_epsilon, name="encoder",
-        )
         x = encoder(token_ids)  # (batch, length, dim) + padding mask
+        x = x["sequence_output"] if encoder.pooler else x
         # The states at the hidden positions: (batch, predictions, dim).
         x = GatherPositions(name="mlm_gather")([x, mask_positions])
-        x = keras.layers.Dense(dim, activation="gelu", name="mlm_dense")(x)
-        x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="mlm_norm")(x)
+        x = keras.layers.Dense(encoder.dim, activation="gelu", name="mlm_dense")(x)
+        x = keras.layers.LayerNormalization(epsilon=encoder.layer_norm_epsilon, name="mlm_norm")(x)
         x = encoder.get_layer("token_embedding")(x, reverse=True)  # (batch, predictions, vocab_size): the table, transposed
         logits = keras.layers.Activation("linear", dtype="float32", name="mlm_logits")(x)
         super().__init__({"token_ids": token_ids, "mask_positions": mask_positions}, logits, **kwargs)
 
         self.store_arguments(locals())
-        self.encoder = encoder
 
     def token_inputs(self, x):
         if isinstance(x, dict):
@@ -142,6 +121,3 @@ class MaskedLanguageModel(PresetModel, keras.Model):
             self.exclude_from_weight_decay(optimizer)
         self.compile(optimizer=optimizer, loss=MaskedSparseCategoricalCrossentropy(from_logits=True),
                      metrics=[MaskedAccuracy()], **kwargs)
-
-    def no_weight_decay(self):
-        return self.encoder.no_weight_decay()

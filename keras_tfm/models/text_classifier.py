@@ -1,4 +1,4 @@
-"""A Transformer text classifier: a `TextEncoder` backbone and a small head, pooled state -> logits.
+"""A Transformer text classifier: a head on a `TextEncoder` backbone, pooled state -> logits.
 
     token ids ──> TextEncoder ──> states (batch, length, dim) ──> pool ──> dropout ──> Dense ──> logits
 
@@ -7,9 +7,11 @@ tokenizer's own [CLS] in a pretrained BERT), the masked mean of the real tokens 
 (`"pooler"`: tanh(W · [CLS] state), trained with BERT's next-sentence task). Padding is masked everywhere, so a
 review's prediction does not depend on how much padding its batch needed.
 
-Three ways to get one: from sizes (`TextClassifier(vocab_size=..., max_length=...)` or `from_preset`, trained
-from scratch), around an encoder (`TextClassifier(encoder=TextEncoder(...))`, `from_encoder(mlm)` after masked-LM
-pre-training) or from a pretrained checkpoint (`from_pretrained(folder)`: BERT, DistilBERT, RoBERTa).
+The classifier is a task on a backbone (keras-hub's split): it takes a `TextEncoder` and adds the head. Three ways
+to get the encoder: a named size (`TextClassifier.from_preset("small", vocab_size=..., max_length=...)` builds
+`TextEncoder.from_preset` first, trained from scratch), one you built or pre-trained (`TextClassifier(encoder)`,
+`from_encoder(mlm)` after masked-LM pre-training) or a pretrained checkpoint (`from_pretrained(folder)`: BERT,
+DistilBERT, RoBERTa).
 """
 
 import keras
@@ -20,42 +22,32 @@ from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel, compile_classifier
 from keras_tfm.models._lora import ParameterEfficient
 from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
-from keras_tfm.models.text_encoder import TextEncoder, symbolic_inputs
+from keras_tfm.models.text_encoder import TextEncoder, TextTask, symbolic_inputs, task_encoder
 from keras_tfm.presets import TEXT_CLASSIFIER_POOLS as POOLS
-
-# The constructor arguments that size an encoder built here; with `encoder=` they come from it instead.
-ENCODER_SIZES = ("vocab_size", "max_length", "dim", "depth", "num_heads", "mlp_dim", "position", "attention_dropout",
-                 "norm_first", "layer_norm_epsilon")
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
-class TextClassifier(ParameterEfficient, PresetModel, keras.Model):
-    """Classifies token sequences with a Transformer encoder (`TextEncoder`) and a linear head.
+class TextClassifier(TextTask, ParameterEfficient, PresetModel, keras.Model):
+    """Classifies token sequences: a `TextEncoder` backbone and a linear head on its pooled state.
 
-    Layer names: `encoder` (the `TextEncoder`, whose own layers are `token_embedding`, `class_token`, `block_0` ...,
-    `encoder_norm`), `pool`, `head_dropout`, `head`. `model.encoder` is the backbone object.
+    Layer names: the encoder (its own name; `encoder` when a preset or checkpoint built it, with its layers
+    `token_embedding`, `class_token`, `block_0` ..., `encoder_norm`), `pool`, `head_dropout`, `head`.
+    `model.encoder` is the backbone object.
 
     Args:
-        vocab_size: number of token ids (an encoder built here; 0 is padding).
-        max_length: longest sequence the model accepts (an encoder built here).
+        encoder: the `TextEncoder` to classify with. The classifier uses that very object (shared weights), so a
+            pre-trained encoder fine-tunes in place.
         num_classes: number of output classes.
-        dim, depth, num_heads, mlp_dim: width, number of blocks, heads per block, MLP width (an encoder built here).
-        pool: `"cls"` (the first state: a learned [CLS] token the encoder built here prepends, or a pretrained
-            tokenizer's [CLS]), `"mean"` (masked mean of the token states) or `"pooler"` (the encoder's pooler,
-            BERT's).
-        position: `"sinusoidal"`, `"learned"` or `None` (an encoder built here).
-        dropout: dropout rate before the head (and in an encoder built here).
-        attention_dropout: dropout on attention weights (an encoder built here).
-        norm_first: pre-norm (default) or post-norm blocks (an encoder built here).
+        pool: `"cls"` (the first state: a learned [CLS] token the encoder prepends with `class_token=True`, or a
+            pretrained tokenizer's [CLS]), `"mean"` (masked mean of the token states) or `"pooler"` (the
+            encoder's pooler, BERT's).
+        dropout: dropout rate before the head.
         head_activation: activation of the head (`None` = logits, `"softmax"` = probabilities). The old name
             `activation` still works, with a DeprecationWarning, for one release.
-        layer_norm_epsilon: epsilon of the layer norms (an encoder built here).
-        encoder: a `TextEncoder` to classify with instead of building one (its sizes then replace the
-            arguments above, which must be left out); the classifier uses that very object (shared weights).
         **kwargs: `keras.Model` arguments.
 
     Call arguments / shapes:
-        token ids `(batch, length)`, `length <= max_length`, or the encoder's dict (`"token_ids"`,
+        token ids `(batch, length)`, `length <= encoder.max_length`, or the encoder's dict (`"token_ids"`,
         `"padding_mask"`, `"segment_ids"`) -> logits `(batch, num_classes)` (float32, also under mixed precision).
 
     Example:
@@ -63,61 +55,25 @@ class TextClassifier(ParameterEfficient, PresetModel, keras.Model):
     >>> model = TextClassifier.from_preset("tiny", vocab_size=20000, max_length=256, num_classes=2)
     >>> tuple(model(np.array([[12, 7, 99, 0, 0]])).shape)
     (1, 2)
+    >>> encoder = TextEncoder(vocab_size=1000, max_length=64, dim=32, depth=2, num_heads=4, mlp_dim=64)
+    >>> model = TextClassifier(encoder, num_classes=3, pool="mean")
     >>> bert = TextClassifier.from_pretrained("all-MiniLM-L6-v2", num_classes=2)  # doctest: +SKIP
     """
 
     RENAMED_ARGUMENTS = {"activation": "head_activation"}
     PRESETS = TEXT_CLASSIFIER_PRESETS
+    SHARED_WITH_ENCODER = ("dropout", "dtype")  # from_preset's: the head's dropout and the encoder's
 
-    def __init__(
-        self,
-        vocab_size=None,
-        max_length=None,
-        num_classes=2,
-        dim=128,
-        depth=2,
-        num_heads=4,
-        mlp_dim=256,
-        pool="cls",
-        position="sinusoidal",
-        dropout=0.1,
-        attention_dropout=0.0,
-        norm_first=True,
-        head_activation=None,
-        layer_norm_epsilon=1e-6,
-        encoder=None,
-        **kwargs,
-    ):
+    def __init__(self, encoder=None, num_classes=2, pool="cls", dropout=0.1, head_activation=None, **kwargs):
         head_activation = self.renamed_argument(kwargs, "activation", head_activation, None)
+        encoder = task_encoder(type(self), encoder, kwargs)
         self.check_keywords(kwargs)
         kwargs.setdefault("name", "text_classifier")
         _checks.one_of("pool", pool, POOLS)
         _checks.positive_int("num_classes", num_classes)
-        if isinstance(encoder, dict):  # from a saved config
-            encoder = keras.saving.deserialize_keras_object(encoder)
-        if encoder is None:
-            if vocab_size is None or max_length is None:
-                raise ValueError("TextClassifier needs `vocab_size` and `max_length` (to build its encoder), or "
-                                 f"`encoder=`. Received: vocab_size={vocab_size!r}, max_length={max_length!r}")
-            if pool == "pooler":
-                raise ValueError('pool="pooler" needs an encoder with a pooler (a pretrained BERT): pass '
-                                 '`encoder=` or use `from_pretrained`; from scratch use pool="cls" or "mean".')
-            encoder = TextEncoder(
-                vocab_size, max_length, dim=dim, depth=depth, num_heads=num_heads, mlp_dim=mlp_dim,
-                position=position, class_token=pool == "cls", norm_first=norm_first, dropout=dropout,
-                attention_dropout=attention_dropout, layer_norm_epsilon=layer_norm_epsilon, name="encoder",
-            )
-            encoder_given = False
-        else:
-            if not isinstance(encoder, TextEncoder):
-                raise TypeError(f"`encoder` must be a keras_tfm TextEncoder. Received: {type(encoder).__name__}")
-            if vocab_size is not None or max_length is not None:
-                raise ValueError("Pass either `encoder` or the sizes of one to build (`vocab_size`, `max_length`, "
-                                 f"...), not both. Received: vocab_size={vocab_size!r}, max_length={max_length!r}")
-            if pool == "pooler" and not encoder.pooler:
-                raise ValueError(f'pool="pooler" needs an encoder with a pooler; encoder {encoder.name!r} has none '
-                                 '(pooler=False). Use pool="cls" or "mean".')
-            encoder_given = True
+        if pool == "pooler" and not encoder.pooler:
+            raise ValueError(f'pool="pooler" needs an encoder with a pooler (a pretrained BERT); encoder '
+                             f'{encoder.name!r} has none (pooler=False). Use pool="cls" or "mean".')
 
         inputs = symbolic_inputs(encoder.num_segments)
         outputs = encoder(inputs)
@@ -133,12 +89,7 @@ class TextClassifier(ParameterEfficient, PresetModel, keras.Model):
         logits = keras.layers.Dense(num_classes, activation=head_activation, dtype="float32", name="head")(x)
         super().__init__(inputs, logits, **kwargs)
         self.input_spec = None  # token ids alone are accepted too (see `call`)
-
         self.store_arguments(locals())
-        self.encoder = encoder
-        self.encoder_given = encoder_given
-        for name in ENCODER_SIZES:  # what a caller reads (`model.vocab_size`...), from the encoder in use
-            setattr(self, name, getattr(encoder, name))
 
     def call(self, inputs, training=None, mask=None):
         return super().call(self.encoder.standardize_inputs(inputs), training=training)
@@ -146,16 +97,13 @@ class TextClassifier(ParameterEfficient, PresetModel, keras.Model):
     def compute_output_spec(self, inputs, training=None, mask=None):
         return super().compute_output_spec(self.encoder.standardize_inputs(inputs))
 
-    def get_config(self):
-        config = super().get_config()
-        if self.encoder_given:  # the encoder's own config; the sizes are its
-            config.update({name: None for name in ("vocab_size", "max_length")})
-            for name in ENCODER_SIZES[2:]:
-                config.pop(name)
-            config["encoder"] = keras.saving.serialize_keras_object(self.encoder)
-        else:
-            config["encoder"] = None
-        return config
+    @classmethod
+    def preset_encoder_arguments(cls, task_args):
+        return {"class_token": task_args.get("pool", "cls") == "cls"}  # the [CLS] token "cls" pooling reads
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**cls.config_of_0_1(config, class_token=config.get("pool", "cls") == "cls"))
 
     @classmethod
     def from_pretrained(cls, folder, num_classes=2, pool=None, dtype=None, dropout=None, attention_dropout=None,
@@ -179,7 +127,7 @@ class TextClassifier(ParameterEfficient, PresetModel, keras.Model):
         pool = ("pooler" if encoder.pooler else "cls") if pool is None else pool
         if dtype is not None:
             kwargs["dtype"] = dtype
-        return cls(num_classes=num_classes, pool=pool, dropout=encoder.dropout, encoder=encoder, **kwargs)
+        return cls(encoder, num_classes=num_classes, pool=pool, dropout=encoder.dropout, **kwargs)
 
     def token_inputs(self, x):
         return self.encoder.token_inputs(x)
@@ -202,7 +150,7 @@ class TextClassifier(ParameterEfficient, PresetModel, keras.Model):
     def from_encoder(cls, encoder, num_classes=2, **kwargs):
         """A classifier on a pre-trained encoder: a `TextEncoder`, or a `MaskedLanguageModel`'s (fine-tuning).
 
-        The classifier is built around that very encoder object (`TextClassifier(encoder=...)`): its weights are
+        The classifier is built around that very encoder object (`TextClassifier(encoder)`): its weights are
         the ones that train, and the masked LM sees them change. Only the head is new.
 
         Args:
@@ -217,17 +165,13 @@ class TextClassifier(ParameterEfficient, PresetModel, keras.Model):
         if not isinstance(backbone, TextEncoder):
             raise TypeError("`encoder` must be a keras_tfm TextEncoder, or a model with one as `.encoder` (a "
                             f"MaskedLanguageModel). Received: {type(encoder).__name__}")
-        fixed = sorted(set(kwargs) & set(ENCODER_SIZES))
+        fixed = sorted(set(kwargs) & set(TextEncoder.argument_names()) - set(cls.argument_names()))
         if fixed:
             raise ValueError(f"{fixed} come from the pre-trained encoder and cannot be changed when fine-tuning. "
                              f"The encoder has {({name: getattr(backbone, name) for name in fixed})}.")
-        cls.check_keywords({name: value for name, value in kwargs.items() if name not in cls.argument_names()})
         if backbone is not encoder:  # a masked LM's encoder: its tokens have no [CLS], so the mean is the default
             kwargs.setdefault("pool", "mean")
             if kwargs["pool"] == "cls" and not backbone.class_token:
                 raise ValueError('pool="cls" reads a [CLS] token, and this masked LM\'s encoder has none (its text '
                                  'has no [CLS] token and it was built with class_token=False): use pool="mean".')
-        return cls(num_classes=num_classes, encoder=backbone, **kwargs)
-
-    def no_weight_decay(self):
-        return self.encoder.no_weight_decay()
+        return cls(backbone, num_classes=num_classes, **kwargs)

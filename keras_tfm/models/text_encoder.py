@@ -25,7 +25,7 @@ from keras_tfm.layers.dropout import Dropout
 from keras_tfm.models import text_weights
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models._lora import ParameterEfficient
-from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
+from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS, resolve_preset
 
 INPUT_NAMES = ("token_ids", "padding_mask", "segment_ids")
 
@@ -246,3 +246,113 @@ class TextEncoder(ParameterEfficient, PresetModel, keras.Model):
             **overrides: arguments that do not change the weights: `dropout`, `attention_dropout`, `name`.
         """
         return text_weights.load_text_encoder(cls, folder, dtype=dtype, **overrides)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What the text tasks (`TextClassifier`, `MaskedLanguageModel`) share: they take an encoder, and their presets
+# build one first.
+
+class TextTask:
+    """A task on a `TextEncoder` (keras-hub's backbone/task split); put it before `PresetModel`.
+
+    The task's constructor takes the encoder as `encoder` and checks it with `task_encoder`. This mixin gives it
+    `from_preset` (the encoder built first from a named size), the encoder's `vocab_size` and `max_length`, a config
+    that holds the encoder's, and the loading of `.keras` files keras_tfm 0.1 wrote (the sizes among the task's
+    own arguments).
+    """
+
+    SHARED_WITH_ENCODER = ("dtype",)  # `from_preset` arguments that go to the task and the encoder both
+
+    @property
+    def vocab_size(self):
+        return self.encoder.vocab_size
+
+    @property
+    def max_length(self):
+        return self.encoder.max_length
+
+    @classmethod
+    def preset_encoder_arguments(cls, task_args):
+        """Encoder arguments a preset's task implies (the classifier's [CLS] token); none by default."""
+        return {}
+
+    @classmethod
+    def from_preset(cls, preset, vocab_size, max_length, **kwargs):
+        """The task on a new `TextEncoder` of a named size (`PRESETS`), built first and named `encoder`.
+
+        Args:
+            preset: a key of `PRESETS` ("tiny", "small", "base").
+            vocab_size: number of token ids (0 is padding).
+            max_length: longest sequence the model accepts.
+            **kwargs: the task's arguments (and `name`) and the encoder's (`dim`, `depth`, `position`...), which
+                win over the preset's; `SHARED_WITH_ENCODER` go to both.
+        """
+        if "encoder" in kwargs:
+            raise TypeError(f"{cls.__name__}.from_preset builds the encoder: to use yours, write "
+                            f"{cls.__name__}(encoder, ...). Received: encoder={type(kwargs['encoder']).__name__}")
+        own = set(cls.argument_names()) | {"name", "trainable"} | set(cls.RENAMED_ARGUMENTS)
+        _checks.known_keywords(cls, kwargs, own | set(TextEncoder.argument_names()) | _checks.MODEL_KEYWORDS
+                               | set(TextEncoder.RENAMED_ARGUMENTS), signature_of=TextEncoder)
+        task_args = {key: value for key, value in kwargs.items() if key in own or key in cls.SHARED_WITH_ENCODER}
+        encoder_args = {key: value for key, value in kwargs.items()
+                        if key not in own or key in cls.SHARED_WITH_ENCODER}
+        encoder_args = {**cls.preset_encoder_arguments(task_args), **encoder_args}
+        encoder_args.update(vocab_size=vocab_size, max_length=max_length, name="encoder")
+        encoder = TextEncoder(**resolve_preset(cls.PRESETS, preset, cls.__name__, encoder_args))
+        return cls(encoder, **task_args)
+
+    def get_config(self):
+        return {**super().get_config(), "encoder": keras.saving.serialize_keras_object(self.encoder)}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**cls.config_of_0_1(config))
+
+    @classmethod
+    def config_of_0_1(cls, config, class_token=False):
+        """A config as keras_tfm 0.1 saved it (the encoder's sizes among the task's arguments), rewritten to take
+        an encoder, so `.keras` files of 0.1 load with the same weights (the encoder was already the task's
+        sublayer `encoder`). A config without those sizes is returned unchanged.
+
+        Args:
+            config: the task's config.
+            class_token: whether the 0.1 task built its encoder with a learned [CLS] token.
+        """
+        config = dict(config)
+        names = set(TextEncoder.argument_names()) - set(cls.argument_names())
+        sizes = {name: config.pop(name) for name in sorted(names) if name in config}
+        if not sizes or config.get("encoder") is not None:  # 0.2, or a 0.1 task built around an encoder
+            return config
+        built_from = ("vocab_size", "max_length", "dim", "depth", "num_heads", "mlp_dim", "position", "norm_first",
+                      "dropout", "attention_dropout", "layer_norm_epsilon")  # what a 0.1 task passed its encoder
+        arguments = {**sizes, "dropout": config.get("dropout", sizes.get("dropout"))}
+        encoder = TextEncoder(**{name: arguments[name] for name in built_from if arguments.get(name) is not None},
+                              class_token=class_token, name="encoder")
+        return {**config, "encoder": encoder}
+
+    def no_weight_decay(self):
+        return self.encoder.no_weight_decay()
+
+
+def task_encoder(task, encoder, kwargs):
+    """The `TextEncoder` a text task was given, checked: a dict (from a saved config) is deserialized, anything
+    else than an encoder is a TypeError, and the encoder's own sizes among the task's keywords are a TypeError
+    that shows how to build the encoder first (the tasks took sizes in keras_tfm 0.1).
+
+    Args:
+        task: the task's class.
+        encoder: what the task received as `encoder`.
+        kwargs: the task's other keyword arguments.
+    """
+    if isinstance(encoder, dict):
+        encoder = keras.saving.deserialize_keras_object(encoder)
+    sizes = sorted(set(kwargs) & set(TextEncoder.argument_names()))
+    if sizes or encoder is None:
+        raise TypeError(
+            f"{task.__name__} takes a TextEncoder (keras_tfm 0.2; sizes were its arguments in 0.1). Build the "
+            f"encoder first: {task.__name__}(TextEncoder(vocab_size=..., max_length=..., dim=..., ...), ...), "
+            f"or {task.__name__}.from_preset(\"small\", vocab_size=..., max_length=...). Received: encoder="
+            f"{type(encoder).__name__} and the encoder arguments {sizes}")
+    if not isinstance(encoder, TextEncoder):
+        raise TypeError(f"`encoder` must be a keras_tfm TextEncoder. Received: {type(encoder).__name__}")
+    return encoder

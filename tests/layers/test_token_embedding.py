@@ -209,7 +209,7 @@ def test_only_a_users_own_model_compiles_the_check_into_its_steps(monkeypatch):
 
     ids, labels = _ids_with(1), np.zeros(16, "int32")
     own, unchecked = _own_model(), _own_model(check_ids=False)
-    ready = TextClassifier(vocab_size=30, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    ready = TextClassifier.from_preset("tiny", vocab_size=30, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32)
     ready.compile_for_training()
     language_model = TransformerLM(vocab_size=30, max_length=12, dim=16, depth=1, num_heads=2, mlp_dim=32)
     compiled = _count_in_step_checks(monkeypatch)  # counted from here: building a model traces `call` once too

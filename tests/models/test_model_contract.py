@@ -14,7 +14,7 @@ def vit():
 
 
 def text_classifier():
-    model = TextClassifier(vocab_size=20, max_length=16, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    model = TextClassifier.from_preset("tiny", vocab_size=20, max_length=16, dim=16, depth=1, num_heads=2, mlp_dim=32)
     return model, padded_ids([5, 8, 3, 2], 8), np.array([0, 1, 1, 0])
 
 

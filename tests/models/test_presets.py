@@ -19,7 +19,8 @@ IDS = np.array([[3, 5, 7, 2, 0, 0, 0, 0]], "int32")
 CASES = {
     "ViT": (ViT, dict(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32),
             "head_activation", "softmax", np.random.default_rng(0).uniform(0, 255, (1, 8, 8, 3)).astype("float32")),
-    "TextClassifier": (TextClassifier, dict(vocab_size=20, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32),
+    "TextClassifier": (TextClassifier, dict(encoder=TextEncoder(vocab_size=20, max_length=8, dim=16, depth=1,
+                                                                num_heads=2, mlp_dim=32)),
                        "head_activation", "softmax", IDS),
     "TextEncoder": (TextEncoder, dict(vocab_size=20, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32),
                     "mlp_activation", "relu", IDS),

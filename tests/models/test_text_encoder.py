@@ -103,8 +103,8 @@ def test_a_classifier_around_an_encoder_shares_it_and_round_trips(tmp_path):
     loaded = keras.saving.load_model(tmp_path / "classifier.keras")
     np.testing.assert_array_equal(to_numpy(loaded(ids)), to_numpy(classifier(ids)))
     assert loaded.get_config() == classifier.get_config()
-    with pytest.raises(ValueError, match="either `encoder` or the sizes"):
-        TextClassifier(vocab_size=30, max_length=16, encoder=encoder)
+    with pytest.raises(TypeError, match=r"from_preset builds the encoder: .*TextClassifier\(encoder, \.\.\.\)"):
+        TextClassifier.from_preset("tiny", vocab_size=30, max_length=16, encoder=encoder)
     with pytest.raises(ValueError, match='pool="pooler" needs an encoder with a pooler'):
         TextClassifier(encoder=TextEncoder(**SMALL), pool="pooler")
 

@@ -19,7 +19,7 @@ def vit():
 
 
 def text_classifier():
-    return TextClassifier(vocab_size=20, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32,
+    return TextClassifier.from_preset("tiny", vocab_size=20, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32,
                           position="learned", pool="cls")
 
 
@@ -29,7 +29,7 @@ MODELS = {
     "TransformerLM": lambda: TransformerLM(vocab_size=20, dim=16, depth=1, num_heads=2, mlp_dim=32, max_length=8),
     "Seq2SeqTransformer": lambda: Seq2SeqTransformer(20, 20, dim=16, encoder_depth=1, decoder_depth=1, num_heads=2,
                                                      mlp_dim=32, max_length=8, position="learned"),
-    "MaskedLanguageModel": lambda: MaskedLanguageModel(20, 8, dim=16, depth=1, num_heads=2, mlp_dim=32,
+    "MaskedLanguageModel": lambda: MaskedLanguageModel.from_preset("tiny", vocab_size=20, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32,
                                                        position="learned"),
 }
 

@@ -192,7 +192,7 @@ def test_the_recipes_old_names_of_the_budget_and_its_schedule_still_work():
 def test_adamw_exempts_what_the_model_names_unless_told_to_decay_everything(decay_all):
     from keras_tfm.models import TextClassifier
 
-    model = TextClassifier(vocab_size=20, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    model = TextClassifier.from_preset("tiny", vocab_size=20, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32)
     args = argparse.Namespace(learning_rate=1.0, warmup_fraction=0.0, weight_decay=0.5, clipnorm=0, accumulate_steps=1,
                               decay_all_weights=decay_all)
     optimizer = common.adamw(args, total_steps=10, model=model)

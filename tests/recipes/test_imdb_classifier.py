@@ -156,7 +156,8 @@ def test_pretraining_then_fine_tuning_and_reusing_the_encoder(tmp_path, capsys):
                                   "--encoder", str(encoder_dir), "--preset", "small", "--no-attention-maps"])
     model = keras.saving.load_model(tmp_path / "again" / "model.keras")
     encoder = keras.saving.load_model(encoder_dir / "model.keras")
-    assert (model.dim, model.depth, model.vocab_size) == (encoder.dim, encoder.depth, len(vocabulary))
+    assert (model.encoder.dim, model.encoder.depth, model.vocab_size) == (encoder.encoder.dim, encoder.encoder.depth,
+                                                                        len(vocabulary))
     assert again["flags"]["learning_rate"] == 5e-4  # fine-tuning's default
 
 

@@ -64,7 +64,7 @@ def sharpen(model, factor=4.0, seed=0):
 def text_case():
     """A TextClassifier ([CLS] + 5 words + 3 padding) and its maps; tokens include markup that must stay text."""
     keras.utils.set_random_seed(5)
-    model = sharpen(TextClassifier(vocab_size=12, max_length=8, dim=18, depth=2, num_heads=3, mlp_dim=32, dropout=0.0))
+    model = sharpen(TextClassifier.from_preset("tiny", vocab_size=12, max_length=8, dim=18, depth=2, num_heads=3, mlp_dim=32, dropout=0.0))
     ids = padded_ids([5], 8, 12, seed=1)
     words = ["the", "</script><b>film</b>", "was", "not", "bad"]
     return attention_maps(model, ids), ["[CLS]"] + words
@@ -330,7 +330,7 @@ def test_callback_keeps_one_page_with_every_drawn_epoch(tmp_path):
 
 def test_a_resumed_run_keeps_the_earlier_epochs_of_the_page(tmp_path):
     keras.utils.set_random_seed(10)
-    model = TextClassifier(vocab_size=12, max_length=6, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    model = TextClassifier.from_preset("tiny", vocab_size=12, max_length=6, dim=16, depth=1, num_heads=2, mlp_dim=32)
     ids = padded_ids([4], 6, 12)
 
     def draw(epochs, on=model):
@@ -348,7 +348,7 @@ def test_a_resumed_run_keeps_the_earlier_epochs_of_the_page(tmp_path):
     assert resumed["epochs"] == ["1", "2", "3"] and resumed["maps"][:2] == first["maps"]
     assert draw([2])["epochs"] == ["1", "2"]  # resumed from epoch 1: epoch 2 is drawn anew, not twice
     assert draw([1])["epochs"] == ["1"]  # a new run in the same folder starts a new page
-    other = TextClassifier(vocab_size=12, max_length=6, dim=16, depth=2, num_heads=2, mlp_dim=32)
+    other = TextClassifier.from_preset("tiny", vocab_size=12, max_length=6, dim=16, depth=2, num_heads=2, mlp_dim=32)
     assert draw([5], on=other)["epochs"] == ["5"]  # another model: nothing of the old page is kept
 
 
@@ -417,7 +417,7 @@ def test_hovering_a_token_shows_its_row_and_heads_switch_off(browser, text_case,
 
 def test_epoch_slider_switches_to_that_epochs_weights(browser, tmp_path):
     keras.utils.set_random_seed(9)
-    model = TextClassifier(vocab_size=12, max_length=6, dim=16, depth=1, num_heads=2, mlp_dim=32, dropout=0.0)
+    model = TextClassifier.from_preset("tiny", vocab_size=12, max_length=6, dim=16, depth=1, num_heads=2, mlp_dim=32, dropout=0.0)
     ids = padded_ids([6] * 32 + [4] * 32, 6, 12, seed=2)
     labels = (ids[:, 0] > 6).astype("int32")
     callback = AttentionMapCallback(ids[:1], output_dir=tmp_path, html=True, tokens=[f"w{i}" for i in range(12)],
