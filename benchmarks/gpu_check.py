@@ -129,7 +129,8 @@ def attention_kernels(dry_run):
 
 def compile_counts(dry_run):
     section("compile counts: one training step fed three sequence lengths")
-    model = TextClassifier.from_preset("tiny", vocab_size=100, max_length=64, num_classes=2, dim=32, depth=1, num_heads=2, mlp_dim=64)
+    model = TextClassifier.from_preset("tiny", vocab_size=100, max_length=64, num_classes=2, dim=32, depth=1,
+                                       num_heads=2, mlp_dim=64)
     model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     traces = []
     step = model.train_step
@@ -150,7 +151,8 @@ def data_parallel(steps):
     devices = keras.distribution.list_devices()
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
     try:
-        model = TextClassifier.from_preset("tiny", vocab_size=100, max_length=32, num_classes=2, dim=32, depth=1, num_heads=2, mlp_dim=64)
+        model = TextClassifier.from_preset("tiny", vocab_size=100, max_length=32, num_classes=2, dim=32, depth=1,
+                                           num_heads=2, mlp_dim=64)
         model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         rng = np.random.default_rng(0)
         samples = 8 * len(devices) * steps

@@ -225,8 +225,8 @@ def order_token_attention(output_dir):
     keras.utils.set_random_seed(0)
     x, y = make_order_task(8000, seed=0)
     x_test, y_test = make_order_task(200, seed=1)
-    model = TextClassifier.from_preset("tiny", vocab_size=32, max_length=16, num_classes=2, dim=64, depth=2, num_heads=4, mlp_dim=128, pool="mean",
-                           dropout=0.0)
+    model = TextClassifier.from_preset("tiny", vocab_size=32, max_length=16, num_classes=2, dim=64, depth=2,
+                                       num_heads=4, mlp_dim=128, pool="mean", dropout=0.0)
     model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     model.fit(x, y, batch_size=64, epochs=4, verbose=0)

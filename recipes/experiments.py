@@ -279,8 +279,8 @@ def train_classifier(settings, build=None, task=make_order_task, learning_rate=1
     x_test, y_test = task(settings.test_samples, seed=settings.seed + 1)
     keras.utils.set_random_seed(settings.seed)
     if build is None:
-        model = TextClassifier.from_preset("tiny", vocab_size=32, max_length=16, num_classes=2, dim=64, depth=2, num_heads=4, mlp_dim=128,
-                               pool="mean", dropout=0.0, **model_kwargs)
+        model = TextClassifier.from_preset("tiny", vocab_size=32, max_length=16, num_classes=2, dim=64, depth=2,
+                                           num_heads=4, mlp_dim=128, pool="mean", dropout=0.0, **model_kwargs)
     else:
         model = build()
     steps = settings.epochs * common.steps_per_epoch(len(x_train), settings.batch_size)

@@ -34,7 +34,8 @@ class CheckedInputs:
 
     Example:
 
-    >>> model = TextClassifier.from_preset("tiny", vocab_size=30, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    >>> model = TextClassifier.from_preset("tiny", vocab_size=30, max_length=8, dim=16, depth=1, num_heads=2,
+    ...                                    mlp_dim=32)
     >>> model(np.full((1, 8), 30))  # doctest: +SKIP
     ValueError: Token ids in `x` must be in [0, vocab_size) = [0, 30). Received: an id of 30 ...
     """

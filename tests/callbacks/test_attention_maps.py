@@ -77,7 +77,8 @@ def test_text_pictures_leave_out_a_padding_id_other_than_zero(tmp_path):
 
 
 def test_text_and_seq2seq_pictures(tmp_path):
-    classifier = TextClassifier.from_preset("tiny", vocab_size=10, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    classifier = TextClassifier.from_preset("tiny", vocab_size=10, max_length=8, dim=16, depth=1, num_heads=2,
+                                            mlp_dim=32)
     callback = AttentionMapCallback(padded_ids([3, 6], 6, 10), output_dir=tmp_path / "text",
                                     tokens=[f"w{i}" for i in range(10)])
     callback.set_model(classifier)
@@ -113,7 +114,8 @@ def test_decoder_pictures_say_that_row_t_predicts_token_t_plus_1(monkeypatch, tm
     assert figures["epoch_001_alignment_0.png"].axes[0].get_ylabel() == visualize.DECODER_ROWS
     assert figures["epoch_001_decoder_block_1-cross_attention_heads.png"].axes[0].get_ylabel() == visualize.DECODER_ROWS
     assert visualize.DECODER_ROWS == "decoder input (row t predicts token t+1)"
-    classifier = TextClassifier.from_preset("tiny", vocab_size=10, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    classifier = TextClassifier.from_preset("tiny", vocab_size=10, max_length=8, dim=16, depth=1, num_heads=2,
+                                            mlp_dim=32)
     callback = AttentionMapCallback(padded_ids([3], 6, 10), output_dir=tmp_path / "text")
     callback.set_model(classifier)
     callback.draw(1)
@@ -152,7 +154,8 @@ def test_heads_pictures_show_the_first_sample_real_tokens(tmp_path, monkeypatch)
     vocabulary = [f"w{i}" for i in range(10)]
     ids = np.array([[4, 7, 2, 0, 0, 0], [1, 2, 3, 4, 5, 6]], "int32")  # sample 0: 3 words, 3 padding
     for pool, words in (("cls", ["[CLS]", "w4", "w7", "w2"]), ("mean", ["w4", "w7", "w2"])):
-        classifier = TextClassifier.from_preset("tiny", vocab_size=10, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32, pool=pool)
+        classifier = TextClassifier.from_preset("tiny", vocab_size=10, max_length=8, dim=16, depth=1, num_heads=2,
+                                                mlp_dim=32, pool=pool)
         callback = AttentionMapCallback(ids, output_dir=tmp_path / pool, tokens=vocabulary)
         callback.set_model(classifier)
         callback.draw(1)

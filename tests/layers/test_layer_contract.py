@@ -250,8 +250,8 @@ def test_old_argument_names_still_work_with_a_warning(make, old, new):
     (lambda **kw: keras_tfm.PatchEmbedding(4, 8, **kw), "class_token"),
     (lambda **kw: keras_tfm.TokenEmbedding(10, 8, **kw), "mask_zero"),
     (lambda **kw: keras_tfm.ViT(image_size=8, patch_size=4, dim=8, depth=1, num_heads=2, mlp_dim=8, **kw), "rescale"),
-    (lambda **kw: keras_tfm.TextClassifier.from_preset("tiny", vocab_size=10, max_length=4, dim=8, depth=1, num_heads=2, mlp_dim=8, **kw),
-     "norm_first"),
+    (lambda **kw: keras_tfm.TextClassifier.from_preset("tiny", vocab_size=10, max_length=4, dim=8, depth=1, num_heads=2,
+                                                       mlp_dim=8, **kw), "norm_first"),
     (lambda **kw: keras_tfm.Seq2SeqTransformer(10, 10, dim=8, encoder_depth=1, decoder_depth=1, num_heads=2,
                                                mlp_dim=8, max_length=4, **kw), "tie_embeddings"),
 ])

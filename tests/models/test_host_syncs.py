@@ -12,7 +12,8 @@ from keras_tfm.models import Seq2SeqTransformer, TextClassifier, TransformerLM
 
 
 def _text_classifier():
-    model = TextClassifier.from_preset("tiny", vocab_size=30, max_length=12, dim=16, depth=1, num_heads=2, mlp_dim=32, num_classes=2)
+    model = TextClassifier.from_preset("tiny", vocab_size=30, max_length=12, dim=16, depth=1, num_heads=2, mlp_dim=32,
+                                       num_classes=2)
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", jit_compile=False)
     ids = np.random.default_rng(0).integers(1, 30, (32, 12)).astype("int32")
     return model, ids, ids[:, 0] % 2

@@ -11,7 +11,8 @@ from keras_tfm.models import TextClassifier, TextEncoder, ViT
 
 def small_classifier():
     keras.utils.set_random_seed(0)
-    return TextClassifier.from_preset("tiny", vocab_size=30, max_length=10, dim=16, depth=2, num_heads=2, mlp_dim=32, num_classes=2)
+    return TextClassifier.from_preset("tiny", vocab_size=30, max_length=10, dim=16, depth=2, num_heads=2, mlp_dim=32,
+                                      num_classes=2)
 
 
 def ids_and_labels():

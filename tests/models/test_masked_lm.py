@@ -17,7 +17,8 @@ VOCAB = 40
 
 
 def tiny(**kwargs):
-    return MaskedLanguageModel.from_preset("tiny", vocab_size=VOCAB, max_length=16, dim=16, depth=2, num_heads=2, mlp_dim=32, **kwargs)
+    return MaskedLanguageModel.from_preset("tiny", vocab_size=VOCAB, max_length=16, dim=16, depth=2, num_heads=2,
+                                           mlp_dim=32, **kwargs)
 
 
 def inputs(rows=4, length=12, predictions=3, seed=0):
@@ -82,7 +83,8 @@ def test_from_encoder_hands_over_the_encoder_itself_and_makes_a_new_head():
     encoder = tiny()
     classifier = TextClassifier.from_encoder(encoder, num_classes=3, dropout=0.3)
     assert classifier.encoder is encoder.encoder  # one backbone, not a copy kept in step by names
-    assert (classifier.vocab_size, classifier.max_length, classifier.encoder.dim, classifier.encoder.depth) == (VOCAB, 16, 16, 2)
+    backbone = classifier.encoder
+    assert (classifier.vocab_size, classifier.max_length, backbone.dim, backbone.depth) == (VOCAB, 16, 16, 2)
     assert (classifier.num_classes, classifier.pool, classifier.dropout) == (3, "mean", 0.3)
     x = inputs()
     before = to_numpy(encoder(x))
@@ -129,8 +131,8 @@ def every_model():
 
     yield ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32,
               position="learned", pool="cls")
-    yield TextClassifier.from_preset("tiny", vocab_size=20, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32, pool="cls",
-                         position="learned")
+    yield TextClassifier.from_preset("tiny", vocab_size=20, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32,
+                                     pool="cls", position="learned")
     yield Seq2SeqTransformer(20, 20, dim=16, encoder_depth=1, decoder_depth=1, num_heads=2, mlp_dim=32,
                              max_length=8, position="learned")
     yield TransformerLM(vocab_size=20, dim=16, depth=1, num_heads=2, mlp_dim=32, max_length=8)

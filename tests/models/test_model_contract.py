@@ -128,7 +128,8 @@ def test_fit_traces_the_training_step_once(name):
     [
         (lambda **kw: ViT.from_preset("tiny", **kw), {"num_class": 10}, "num_classes"),
         (lambda **kw: ViT(**kw), {"num_class": 10}, "num_classes"),
-        (lambda **kw: TextClassifier.from_preset("tiny", vocab_size=20, max_length=8, **kw), {"dropuot": 0.3}, "dropout"),
+        (lambda **kw: TextClassifier.from_preset("tiny", vocab_size=20, max_length=8, **kw), {"dropuot": 0.3},
+                                                 "dropout"),
         (lambda **kw: Seq2SeqTransformer(20, 20, **kw), {"max_lenght": 8}, "max_length"),
     ],
 )

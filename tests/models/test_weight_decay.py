@@ -20,7 +20,7 @@ def vit():
 
 def text_classifier():
     return TextClassifier.from_preset("tiny", vocab_size=20, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32,
-                          position="learned", pool="cls")
+                                      position="learned", pool="cls")
 
 
 MODELS = {
@@ -29,8 +29,8 @@ MODELS = {
     "TransformerLM": lambda: TransformerLM(vocab_size=20, dim=16, depth=1, num_heads=2, mlp_dim=32, max_length=8),
     "Seq2SeqTransformer": lambda: Seq2SeqTransformer(20, 20, dim=16, encoder_depth=1, decoder_depth=1, num_heads=2,
                                                      mlp_dim=32, max_length=8, position="learned"),
-    "MaskedLanguageModel": lambda: MaskedLanguageModel.from_preset("tiny", vocab_size=20, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32,
-                                                       position="learned"),
+    "MaskedLanguageModel": lambda: MaskedLanguageModel.from_preset("tiny", vocab_size=20, max_length=8, dim=16, depth=1,
+                                                                   num_heads=2, mlp_dim=32, position="learned"),
 }
 
 

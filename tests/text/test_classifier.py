@@ -16,8 +16,8 @@ TEXTS = ["A GREAT film!<br /><br />Great.", "dull, dull plot", "Words it never s
 
 
 def classifier(**kwargs):
-    return TextClassifier.from_preset("tiny", vocab_size=10, max_length=8, num_classes=2, dim=16, depth=1, num_heads=2, mlp_dim=32,
-                          dropout=0.0, **kwargs)
+    return TextClassifier.from_preset("tiny", vocab_size=10, max_length=8, num_classes=2, dim=16, depth=1, num_heads=2,
+                                      mlp_dim=32, dropout=0.0, **kwargs)
 
 
 def test_predict_gives_the_softmax_of_the_model_on_the_recipe_token_ids():

@@ -22,7 +22,8 @@ def test_change_is_the_total_variation_per_query_averaged_over_real_queries():
 
 def test_the_one_head_that_was_changed_is_ranked_first_and_no_earlier_layer_moves():
     keras.utils.set_random_seed(0)
-    model = TextClassifier.from_preset("tiny", vocab_size=50, max_length=12, dim=32, depth=3, num_heads=4, mlp_dim=64, num_classes=2)
+    model = TextClassifier.from_preset("tiny", vocab_size=50, max_length=12, dim=32, depth=3, num_heads=4, mlp_dim=64,
+                                       num_classes=2)
     ids = np.random.default_rng(0).integers(1, 50, (4, 12)).astype("int32")
     ids[:, 9:] = 0  # padding
     before = attention_maps(model, ids)

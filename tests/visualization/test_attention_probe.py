@@ -17,7 +17,8 @@ def test_vit_maps_have_one_entry_per_block():
 
 
 def test_classifier_maps_put_no_weight_on_padding():
-    model = TextClassifier.from_preset("tiny", vocab_size=30, max_length=16, dim=16, depth=2, num_heads=2, mlp_dim=32, pool="cls")
+    model = TextClassifier.from_preset("tiny", vocab_size=30, max_length=16, dim=16, depth=2, num_heads=2, mlp_dim=32,
+                                       pool="cls")
     ids = padded_ids([4, 7], 7, vocab_size=30)
     maps = keras_tfm.attention_maps(model, ids)
     assert list(maps) == ["block_0", "block_1"]
@@ -148,9 +149,11 @@ def test_records_say_layer_kind_and_class_token_without_reading_names():
     assert [r.kind for r in one.records] == [r.kind for r in maps.records] and one["encoder_block_0"].shape[1] == 1
     with pytest.raises(ValueError, match="among"):
         maps.of_kind("decoder")
-    classifier = TextClassifier.from_preset("tiny", vocab_size=30, max_length=16, dim=16, depth=1, num_heads=2, mlp_dim=32, pool="cls")
+    classifier = TextClassifier.from_preset("tiny", vocab_size=30, max_length=16, dim=16, depth=1, num_heads=2,
+                                            mlp_dim=32, pool="cls")
     assert keras_tfm.attention_maps(classifier, padded_ids([3], 5, 30)).records[0].prefix_tokens == 1
-    pooled = TextClassifier.from_preset("tiny", vocab_size=30, max_length=16, dim=16, depth=1, num_heads=2, mlp_dim=32, pool="mean")
+    pooled = TextClassifier.from_preset("tiny", vocab_size=30, max_length=16, dim=16, depth=1, num_heads=2, mlp_dim=32,
+                                        pool="mean")
     assert keras_tfm.attention_maps(pooled, padded_ids([3], 5, 30)).records[0].prefix_tokens == 0
     vit = ViT(image_size=16, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32)
     assert keras_tfm.attention_maps(vit, np.zeros((1, 16, 16, 3), "uint8")).records[0].prefix_tokens == 1

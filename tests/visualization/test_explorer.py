@@ -64,7 +64,8 @@ def sharpen(model, factor=4.0, seed=0):
 def text_case():
     """A TextClassifier ([CLS] + 5 words + 3 padding) and its maps; tokens include markup that must stay text."""
     keras.utils.set_random_seed(5)
-    model = sharpen(TextClassifier.from_preset("tiny", vocab_size=12, max_length=8, dim=18, depth=2, num_heads=3, mlp_dim=32, dropout=0.0))
+    model = sharpen(TextClassifier.from_preset("tiny", vocab_size=12, max_length=8, dim=18, depth=2, num_heads=3,
+                                               mlp_dim=32, dropout=0.0))
     ids = padded_ids([5], 8, 12, seed=1)
     words = ["the", "</script><b>film</b>", "was", "not", "bad"]
     return attention_maps(model, ids), ["[CLS]"] + words
@@ -417,7 +418,8 @@ def test_hovering_a_token_shows_its_row_and_heads_switch_off(browser, text_case,
 
 def test_epoch_slider_switches_to_that_epochs_weights(browser, tmp_path):
     keras.utils.set_random_seed(9)
-    model = TextClassifier.from_preset("tiny", vocab_size=12, max_length=6, dim=16, depth=1, num_heads=2, mlp_dim=32, dropout=0.0)
+    model = TextClassifier.from_preset("tiny", vocab_size=12, max_length=6, dim=16, depth=1, num_heads=2, mlp_dim=32,
+                                       dropout=0.0)
     ids = padded_ids([6] * 32 + [4] * 32, 6, 12, seed=2)
     labels = (ids[:, 0] > 6).astype("int32")
     callback = AttentionMapCallback(ids[:1], output_dir=tmp_path, html=True, tokens=[f"w{i}" for i in range(12)],
