@@ -6,7 +6,7 @@ from keras_tfm.models.presets import LANGUAGE_MODEL_PRESETS, SEQ2SEQ_PRESETS, TE
 from keras_tfm.models.seq2seq import Seq2SeqTransformer
 from keras_tfm.models.text_classifier import TextClassifier
 from keras_tfm.models.text_encoder import TextEncoder
-from keras_tfm.models.vit import ViT
+from keras_tfm.models.vit import ViT, ViTBackbone
 from keras_tfm.models.vit_weights import load_vit_weights
 
 __all__ = [
@@ -20,5 +20,6 @@ __all__ = [
     "TransformerLM",
     "VIT_PRESETS",
     "ViT",
+    "ViTBackbone",
     "load_vit_weights",
 ]

@@ -7,6 +7,9 @@ Three options make a ViT learn from small data sets (CIFAR-10's 50,000 images) w
 it some of a CNN's spatial prior: a convolutional or shifted-patch `tokenizer` (CCT, Hassani et al. 2021; SPT,
 Lee et al. 2021), locality self-attention (`locality=True`, Lee et al. 2021) and sequence pooling
 (`pool="sequence"`, CCT). Preset "cifar10_cpu" combines them in a model small enough to train on a CPU.
+
+`ViTBackbone` is the trunk alone (images -> token states), for a head of your own; `ViT` is built from the same
+graph, so both take the same checkpoints (`load_vit_weights`) and `ViTBackbone.from_vit(vit)` copies a ViT's trunk.
 """
 
 import warnings
@@ -22,11 +25,102 @@ from keras_tfm.models._lora import ParameterEfficient
 from keras_tfm.models.presets import VIT_PRESETS
 
 POOLS = ("cls", "mean", "sequence")
+NO_WEIGHT_DECAY = ("cls_token", "position_embeddings")  # besides biases and norms, by rule
+
+
+# The backbone's sizes: the ViT presets, with the [CLS] token the pooling needs instead of the pooling.
+BACKBONE_PRESETS = {
+    name: {**{key: value for key, value in sizes.items() if key != "pool"},
+           "class_token": sizes.get("pool", "cls") == "cls"}
+    for name, sizes in VIT_PRESETS.items()
+}
+
+
+@keras.saving.register_keras_serializable(package="keras_tfm")
+class ViTBackbone(ParameterEfficient, PresetModel, keras.Model):
+    """The ViT's trunk: images in, one state per token out, for a head of your own (keras-hub's backbone).
+
+    It is the graph `ViT` classifies with, layer for layer (`rescaling`, `patch_embedding`, `block_0` ...,
+    `encoder_norm`), so `load_vit_weights` fills it from the same checkpoints, and `from_vit` takes a trained
+    ViT's trunk.
+
+    Args:
+        image_size, patch_size, dim, depth, num_heads, mlp_dim, position, dropout, attention_dropout, drop_path,
+        channels, rescale, layer_norm_epsilon, tokenizer, locality: as in `ViT`.
+        class_token: prepend a learned [CLS] token (its state comes first in the output).
+        **kwargs: `keras.Model` arguments (`name`, ...).
+
+    Call arguments / shapes:
+        images `(batch, height, width, channels)` -> token states `(batch, [1 +] patches, dim)`, after the final
+        layer norm.
+
+    Example:
+
+    >>> backbone = ViTBackbone.from_preset("tiny")  # 32x32 images, 4x4 patches, a [CLS] token
+    >>> tuple(backbone(np.zeros((2, 32, 32, 3), "uint8")).shape)
+    (2, 65, 128)
+    >>> images = keras.Input((32, 32, 3))
+    >>> states = backbone(images)
+    >>> my_model = keras.Model(images, keras.layers.Dense(4)(states[:, 1:]))  # a per-patch head of your own
+    """
+
+    PRESETS = BACKBONE_PRESETS
+    lora_trainable_layers = ()  # a backbone alone: only the LoRA updates learn
+
+    def __init__(
+        self,
+        image_size=224,
+        patch_size=16,
+        dim=768,
+        depth=12,
+        num_heads=12,
+        mlp_dim=3072,
+        class_token=True,
+        position="sincos2d",
+        dropout=0.0,
+        attention_dropout=0.0,
+        drop_path=0.0,
+        channels=3,
+        rescale=True,
+        layer_norm_epsilon=1e-6,
+        tokenizer="linear",
+        locality=False,
+        **kwargs,
+    ):
+        self.check_keywords(kwargs)
+        kwargs.setdefault("name", "vit_backbone")
+        images, states = _trunk(image_size, patch_size, dim, depth, num_heads, mlp_dim, class_token, position,
+                                dropout, attention_dropout, drop_path, channels, rescale, layer_norm_epsilon,
+                                tokenizer, locality)
+        super().__init__(images, states, **kwargs)
+        self.store_arguments(locals())
+
+    @classmethod
+    def from_vit(cls, vit, **kwargs):
+        """A backbone of a `ViT`'s sizes holding a copy of its trunk's weights (trained or loaded): the way to put
+        your own head on a ViT you have.
+
+        Args:
+            vit: a `keras_tfm.models.ViT`.
+            **kwargs: arguments that do not change the weights (`dropout`, `attention_dropout`, `drop_path`,
+                `name`, `dtype`).
+        """
+        if not isinstance(vit, ViT):
+            raise TypeError(f"`vit` must be a keras_tfm ViT. Received: {type(vit).__name__}")
+        sizes = {name: getattr(vit, name) for name in cls.argument_names() if name != "class_token"}
+        backbone = cls(**{**sizes, "class_token": vit.pool == "cls", **kwargs})
+        for layer in backbone.layers:
+            layer.set_weights(vit.get_layer(layer.name).get_weights())
+        return backbone
+
+    def no_weight_decay(self):
+        return NO_WEIGHT_DECAY
 
 
 @keras.saving.register_keras_serializable(package="keras_tfm")
 class ViT(ParameterEfficient, PresetModel, keras.Model):
-    """A Vision Transformer classifier (or feature extractor), built functionally from keras_tfm layers.
+    """A Vision Transformer classifier (or feature extractor), built functionally from keras_tfm layers: the
+    `ViTBackbone` graph (the trunk, same layers and names), then pooling and a head.
 
     Layer names: `rescaling` (when `rescale`), `patch_embedding`, `block_0` ... `block_{depth-1}`,
     `encoder_norm`, `pool`, `head` (when `include_top`). `model.get_layer("block_3")` is an `EncoderBlock`.
@@ -109,36 +203,10 @@ class ViT(ParameterEfficient, PresetModel, keras.Model):
                           'uses); "gap" goes in the next release.', FutureWarning, stacklevel=2)
             pool = "mean"
         _checks.one_of("pool", pool, POOLS)
-        _checks.positive_int("depth", depth)
-        _checks.positive_int("channels", channels)
-        _checks.rate("drop_path", drop_path)
         if include_top:
             _checks.positive_int("num_classes", num_classes)
-        height, width = image_size if isinstance(image_size, (tuple, list)) else (image_size, image_size)
-        patch_embedding = PatchEmbedding(
-            patch_size, dim, position=position, class_token=pool == "cls", dropout=dropout, tokenizer=tokenizer,
-            name="patch_embedding",
-        )
-        patch_embedding.grid_size(height, width)  # raises if the image size does not divide into patches
-
-        # sin-cos positions are computed per call, so any divisible image size works: leave the size open.
-        spatial = (height, width) if position == "learned" else (None, None)
-        images = keras.Input(spatial + (channels,), name="images")
-        x = keras.layers.Rescaling(1 / 127.5, offset=-1.0, name="rescaling")(images) if rescale else images
-        x = patch_embedding(x)  # (batch, [1 +] patches, dim)
-        for i in range(depth):
-            rate = drop_path * i / max(depth - 1, 1)
-            x = EncoderBlock(
-                num_heads,
-                mlp_dim,
-                dropout=dropout,
-                attention_dropout=attention_dropout,
-                drop_path=rate,
-                layer_norm_epsilon=layer_norm_epsilon,
-                locality=locality,
-                name=f"block_{i}",
-            )(x)
-        x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
+        images, x = _trunk(image_size, patch_size, dim, depth, num_heads, mlp_dim, pool == "cls", position, dropout,
+                           attention_dropout, drop_path, channels, rescale, layer_norm_epsilon, tokenizer, locality)
         if pool == "cls":
             x = keras.layers.Lambda(lambda tokens: tokens[:, 0], name="pool")(x)  # the [CLS] token's state
         elif pool == "sequence":
@@ -171,4 +239,40 @@ class ViT(ParameterEfficient, PresetModel, keras.Model):
     def no_weight_decay(self):
         """The [CLS] token and the learned position table (biases, norms and the locality scale are exempt by
         rule, see `WeightDecayPolicy`)."""
-        return ("cls_token", "position_embeddings")
+        return NO_WEIGHT_DECAY
+
+
+def _trunk(image_size, patch_size, dim, depth, num_heads, mlp_dim, class_token, position, dropout, attention_dropout,
+           drop_path, channels, rescale, layer_norm_epsilon, tokenizer, locality):
+    """The ViT's trunk, the one graph `ViTBackbone` and `ViT` are built from (same layer names in both, so a
+    checkpoint or a `.keras` file finds the same weights): images -> `(images input, token states (batch,
+    [1 +] patches, dim))`."""
+    _checks.positive_int("depth", depth)
+    _checks.positive_int("channels", channels)
+    _checks.rate("drop_path", drop_path)
+    height, width = image_size if isinstance(image_size, (tuple, list)) else (image_size, image_size)
+    patch_embedding = PatchEmbedding(
+        patch_size, dim, position=position, class_token=class_token, dropout=dropout, tokenizer=tokenizer,
+        name="patch_embedding",
+    )
+    patch_embedding.grid_size(height, width)  # raises if the image size does not divide into patches
+
+    # sin-cos positions are computed per call, so any divisible image size works: leave the size open.
+    spatial = (height, width) if position == "learned" else (None, None)
+    images = keras.Input(spatial + (channels,), name="images")
+    x = keras.layers.Rescaling(1 / 127.5, offset=-1.0, name="rescaling")(images) if rescale else images
+    x = patch_embedding(x)  # (batch, [1 +] patches, dim)
+    for i in range(depth):
+        rate = drop_path * i / max(depth - 1, 1)
+        x = EncoderBlock(
+            num_heads,
+            mlp_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            drop_path=rate,
+            layer_norm_epsilon=layer_norm_epsilon,
+            locality=locality,
+            name=f"block_{i}",
+        )(x)
+    x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="encoder_norm")(x)
+    return images, x

@@ -31,7 +31,7 @@ from keras_tfm.models import _porting
 from keras_tfm.models._porting import (POSITION_TABLE, SAME, TORCH_CONV, TORCH_HEADS_BIAS, TORCH_HEADS_IN,
                                        TORCH_HEADS_OUT, TORCH_LINEAR, fused)
 from keras_tfm.models._safetensors import read_safetensors
-from keras_tfm.models.vit import ViT
+from keras_tfm.models.vit import ViT, ViTBackbone
 
 # A naming scheme: `top` and `block` map our weight names to (checkpoint name, layout); block names are
 # prefixed with `block_prefix` (with "{i}" the block index). `classifier` lists the checkpoint tensors that belong
@@ -150,7 +150,8 @@ def _huggingface_scheme(prefix):
 
 
 def load_vit_weights(model, path, skip_head=False):
-    """Loads a pretrained ViT checkpoint (original `.npz`, timm or HuggingFace `.safetensors`) into a `ViT`.
+    """Loads a pretrained ViT checkpoint (original `.npz`, timm or HuggingFace `.safetensors`) into a `ViT`
+    or a `ViTBackbone`.
 
     Every checkpoint tensor is mapped to one weight of the model by name and converted to its layout (PyTorch
     matrices transposed, attention projections split into heads, timm's fused query|key|value split in three).
@@ -180,7 +181,8 @@ def load_vit_weights(model, path, skip_head=False):
 
     Args:
         model: a `keras_tfm.models.ViT` built with `position="learned"`, `pool="cls"` (as the `"ViT-*"` presets
-            build it).
+            build it), or a `ViTBackbone` with `position="learned"`, `class_token=True` (its presets of the same
+            names); a backbone takes the checkpoint's trunk and ignores its classifier.
         path: path of the checkpoint, ending in `.npz` (google-research/vision_transformer) or `.safetensors`
             (timm or HuggingFace transformers naming; F32, F16 and BF16 tensors).
         skip_head: ignore the checkpoint's classifier and keep the model's freshly initialised head.
@@ -200,13 +202,17 @@ def load_vit_weights(model, path, skip_head=False):
     if not os.path.isfile(path):  # first: a missing file is the likeliest mistake, and nothing else matters then
         where = "" if os.path.isabs(path) else f" (relative to {os.getcwd()!r})"
         raise FileNotFoundError(f"No ViT checkpoint at `path`: {path!r}{where} is not a file.")
-    if not isinstance(model, ViT):
-        raise ValueError(f"`model` must be a keras_tfm.models.ViT. Received: model of type {type(model).__name__}")
-    if model.position != "learned" or model.pool != "cls":
+    if not isinstance(model, (ViT, ViTBackbone)):
+        raise ValueError("`model` must be a keras_tfm.models.ViT or ViTBackbone. Received: model of type "
+                         f"{type(model).__name__}")
+    # The [CLS] token: a ViT has one with pool="cls", a backbone with class_token=True.
+    argument, needed, spelled = (("class_token", True, "class_token=True") if isinstance(model, ViTBackbone)
+                                 else ("pool", "cls", 'pool="cls"'))
+    if model.position != "learned" or getattr(model, argument) != needed:
         raise ValueError(
             "Pretrained ViT checkpoints have a learned position table and a [CLS] token: build the model with "
-            f'position="learned", pool="cls" (the "ViT-*" presets do). Received: position={model.position!r}, '
-            f"pool={model.pool!r}"
+            f'position="learned", {spelled} (the "ViT-*" presets do). Received: position={model.position!r}, '
+            f"{argument}={getattr(model, argument)!r}"
         )
     if model.tokenizer != "linear" or model.locality:
         raise ValueError(
@@ -223,7 +229,7 @@ def load_vit_weights(model, path, skip_head=False):
         prefix = scheme.block_prefix.format(i=i)
         plan.update({f"block_{i}/{ours}": (prefix + theirs, layout) for ours, (theirs, layout) in scheme.block.items()})
 
-    drop_head = skip_head or not model.include_top
+    drop_head = skip_head or not getattr(model, "include_top", False)  # a ViTBackbone has no head
     skipped = set(scheme.classifier) if drop_head else set()  # checkpoint tensors deliberately left unused
     # With skip_head the head stays as initialised: it is neither loaded nor reported as missing.
     targets = {name: variable for name, variable in weights.items() if not (drop_head and name.startswith("head/"))}
@@ -307,7 +313,7 @@ def _model_weights(model):
                 f"block_{i}/feed_forward/output": block.feed_forward.output_projection,  # kernel (mlp_dim, dim)
             }
         )
-    if model.include_top:
+    if getattr(model, "include_top", False):
         layers["head"] = model.get_layer("head")  # kernel (dim, num_classes)
     for prefix, layer in layers.items():
         weights.update({f"{prefix}/{variable.name}": variable for variable in layer.weights})  # kernel/bias, gamma/beta

@@ -104,3 +104,45 @@ def test_cifar10_cpu_preset():
     assert tuple(model(images(2, size=32)).shape) == (2, 10)
     tokens = model.get_layer("patch_embedding")(np.zeros((1, 32, 32, 3), "float32"))
     assert tuple(tokens.shape) == (1, 64, 128)  # an 8x8 token grid, no [CLS] token
+
+
+def test_the_backbone_is_the_vits_trunk_for_a_head_of_ones_own(tmp_path):
+    """`ViTBackbone` is the graph ViT classifies with, up to the token states: `from_vit` gives the same states
+    as the ViT's `encoder_norm`; a head of one's own trains on it (functional API, bf16, XLA where the backend
+    has it) and the whole model round-trips through a `.keras` file."""
+    from keras_tfm.models import ViTBackbone
+
+    vit = ViT(**SMALL, pool="mean")
+    backbone = ViTBackbone.from_vit(vit)
+    assert not backbone.class_token and backbone.dim == 32
+    x = images(4)
+    trunk = keras.Model(vit.input, vit.get_layer("encoder_norm").output)
+    np.testing.assert_array_equal(to_numpy(backbone(x)), to_numpy(trunk(x)))
+    with pytest.raises(TypeError, match="`vit` must be a keras_tfm ViT. Received: ViTBackbone"):
+        ViTBackbone.from_vit(backbone)
+
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    backbone = ViTBackbone.from_preset("tiny", image_size=16, depth=1, dim=32, num_heads=2, mlp_dim=64)
+    assert backbone.class_token and backbone.get_config()["class_token"] is True
+    inputs = keras.Input((16, 16, 3))
+    states = backbone(inputs)  # (batch, 1 + 16, 32)
+    per_patch = keras.layers.Dense(2, dtype="float32")(states[:, 1:])  # a head of one's own: a class per patch
+    model = keras.Model(inputs, per_patch)
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile="auto")
+    labels = (np.arange(4 * 16).reshape(4, 16) % 2)
+    losses = model.fit(x, labels, epochs=8, batch_size=4, verbose=0).history["loss"]
+    assert losses[-1] < losses[0] and np.isfinite(losses).all()
+    model.save(tmp_path / "mine.keras")
+    loaded = keras.saving.load_model(tmp_path / "mine.keras")
+    np.testing.assert_array_equal(to_numpy(loaded.predict(x, verbose=0)), to_numpy(model.predict(x, verbose=0)))
+
+
+def test_a_keras_file_of_release_0_1_loads_with_its_weights():
+    """A ViT saved by keras_tfm 0.1.0 (tests/models/saved_by_0_1_0, written before the backbone was split out)
+    loads and gives the outputs recorded when it was saved: the layer names and weight paths did not change."""
+    import pathlib
+
+    folder = pathlib.Path(__file__).parent / "saved_by_0_1_0"
+    recorded = np.load(folder / "outputs.npz")
+    model = keras.saving.load_model(folder / "vit.keras")
+    np.testing.assert_allclose(to_numpy(model(recorded["vit_images"])), recorded["vit"], atol=1e-6)

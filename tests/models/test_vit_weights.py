@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from keras_tfm.layers import resample_position_embeddings
-from keras_tfm.models import VIT_PRESETS, ViT
+from keras_tfm.models import VIT_PRESETS, ViT, ViTBackbone
 from keras_tfm.models.vit_weights import load_vit_weights
 from tests.helpers import to_numpy
 
@@ -235,6 +235,25 @@ def test_bare_huggingface_model_loads_into_a_model_without_top(tmp_path):
     model = load_vit_weights(vit(include_top=False), path)
     x = images()
     np.testing.assert_allclose(model.predict(x, verbose=0), reference_vit(x, params, False), atol=1e-4, rtol=1e-4)
+
+
+def test_a_backbone_takes_the_checkpoints_trunk_for_a_head_of_ones_own(tmp_path):
+    """`ViTBackbone` (the trunk alone) loads a classifier's checkpoint, its head ignored: its [CLS] state is the
+    reference ViT's pre-head feature, and `from_vit` copies the same trunk out of a loaded ViT."""
+    params = random_parameters()
+    path = save(tmp_path, "timm", timm_tensors(params))
+    backbone = ViTBackbone(image_size=IMAGE, patch_size=PATCH, dim=DIM, depth=DEPTH, num_heads=HEADS, mlp_dim=MLP,
+                           position="learned")
+    load_vit_weights(backbone, path)
+    x = images()
+    states = to_numpy(backbone.predict(x, verbose=0))  # (batch, 1 + patches, dim)
+    assert states.shape == (2, 1 + (IMAGE // PATCH) ** 2, DIM)
+    np.testing.assert_allclose(states[:, 0], reference_vit(x, params, False), atol=1e-4, rtol=1e-4)
+    copied = ViTBackbone.from_vit(load_vit_weights(vit(), path))
+    np.testing.assert_array_equal(to_numpy(copied.predict(x, verbose=0)), states)
+    with pytest.raises(ValueError, match=r'position="learned", class_token=True \(the "ViT-\*" presets do\)'):
+        load_vit_weights(ViTBackbone(image_size=IMAGE, patch_size=PATCH, dim=DIM, depth=DEPTH, num_heads=HEADS,
+                                     mlp_dim=MLP, position="learned", class_token=False), path)
 
 
 @pytest.mark.parametrize("size", [8, (8, 16)])
