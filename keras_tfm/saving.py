@@ -1,4 +1,5 @@
-"""`keras_tfm.load_model`: a saved keras_tfm model (or a recipe's run folder) back, with clear errors.
+"""`keras_tfm.load_model`: a saved keras_tfm model (a `.keras` file, or a folder keras_tfm saved) back, with clear
+errors.
 
 `keras.saving.load_model` finds our classes only once the parts of keras_tfm defining them are imported, and
 reports a truncated `.keras` file as "File not found". This loads from the package itself, so everything a
@@ -14,14 +15,17 @@ import keras
 # Importing the package registers every class a saved keras_tfm model may name (see keras_tfm/__init__.py).
 from keras_tfm import callbacks, layers, metrics, models, schedules, text  # noqa: F401
 
-RUN_MODEL = "model.keras"  # what a finished recipe run keeps
+# A saved folder keeps its model under this name: a `TextClassifierPipeline`'s, a `Translator`'s, and any folder
+# that follows the same layout (the recipes' finished runs do).
+MODEL_FILE = "model.keras"
 
 
 def load_model(path, compile=True, **kwargs):
-    """Loads a `.keras` file saved from a keras_tfm model, or the model of a recipe's run folder.
+    """Loads a `.keras` file saved from a keras_tfm model, or the model of a saved folder.
 
     Args:
-        path: a `.keras` file, or a folder holding `model.keras` (a finished run of `python -m recipes.<name>`).
+        path: a `.keras` file, or a folder holding `model.keras` (`MODEL_FILE`: a saved `TextClassifierPipeline`
+            or `Translator`, or a finished run of `python -m recipes.<name>`).
         compile: whether to restore the optimizer, loss and metrics too (as `keras.saving.load_model`).
         **kwargs: passed on to `keras.saving.load_model` (`custom_objects`, `safe_mode`).
 
@@ -39,11 +43,11 @@ def load_model(path, compile=True, **kwargs):
     """
     path = os.fspath(path)
     if os.path.isdir(path):
-        folder, path = path, os.path.join(path, RUN_MODEL)
+        folder, path = path, os.path.join(path, MODEL_FILE)
         if not os.path.isfile(path):
             raise FileNotFoundError(
-                f"`path` is a folder without {RUN_MODEL}: {folder!r}. A finished recipe run keeps its model there; "
-                "an unfinished one has only its backup/ (resume the run to finish it).")
+                f"`path` is a folder without {MODEL_FILE}: {folder!r}. A saved pipeline or a finished recipe run "
+                "keeps its model there; an unfinished run has only its backup/ (resume the run to finish it).")
     elif not os.path.exists(path):
         raise FileNotFoundError(f"`path` does not exist: {path!r}. Expected a .keras file or a run folder.")
     if not zipfile.is_zipfile(path):

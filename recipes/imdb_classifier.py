@@ -176,7 +176,7 @@ import numpy as np  # noqa: E402
 from keras_tfm import visualize  # noqa: E402
 from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
-from keras_tfm.data import imdb, stratified_split  # noqa: E402
+from keras_tfm.data import imdb, stratified_split, word_ids  # noqa: E402
 from keras_tfm.data.buckets import LengthBuckets  # noqa: E402
 from keras_tfm.models import TextClassifier, text_weights  # noqa: E402
 from keras_tfm.schedules import WarmupLinearDecay  # noqa: E402
@@ -219,11 +219,11 @@ def main(argv=None, extra_callbacks=()):
     if encoder is not None and args.sequence_length > encoder.max_length:
         print(f"reading {encoder.max_length} words per review, the encoder's max_length")
         args.sequence_length = encoder.max_length
-    vectorizer = imdb.make_vectorizer(len(vocabulary), args.sequence_length, vocabulary=vocabulary)
+    vectorizer = word_ids.make_vectorizer(len(vocabulary), args.sequence_length, vocabulary=vocabulary)
     x_all = pretrain_text.vectorize(vectorizer, list(reviews))
     x_train, y_train, x_val, y_val = x_all[training], labels[training], x_all[held_out], labels[held_out]
     x_test = pretrain_text.vectorize(vectorizer, list(test_reviews))
-    imdb.save_vocabulary(vocabulary, os.path.join(output_dir, "vocabulary.txt"))
+    word_ids.save_vocabulary(vocabulary, os.path.join(output_dir, "vocabulary.txt"))
     print(f"{len(x_train)} training, {len(x_val)} validation and {len(x_test)} test reviews, {len(vocabulary)} words, "
           f"{np.mean(x_train[:, -1] != 0):.0%} of training reviews cut at {args.sequence_length} words")
 
@@ -455,7 +455,7 @@ def _pretrain(args, texts, validation_texts, output_dir, strategy):
     os.makedirs(folder, exist_ok=True)
     print(f"pre-training the encoder on {len(texts)} reviews ({args.pretrain_epochs} epochs)")
     encoder, summary = pretrain_text.pretrain(texts, validation_texts, args, folder, strategy)
-    return encoder, imdb.load_vocabulary(os.path.join(folder, pretrain_text.VOCABULARY_FILE)), summary
+    return encoder, word_ids.load_vocabulary(os.path.join(folder, pretrain_text.VOCABULARY_FILE)), summary
 
 
 @contextmanager

@@ -64,7 +64,7 @@ from recipes import common, runs  # noqa: E402  (first: it keeps TensorFlow off 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_tfm.data import DataUnavailable, imdb  # noqa: E402
+from keras_tfm.data import DataUnavailable, word_ids  # noqa: E402
 from keras_tfm.data.mlm import masked_lm_dataset, max_predictions_for, vocabulary_with_mask  # noqa: E402
 from keras_tfm.models import MaskedLanguageModel  # noqa: E402
 
@@ -113,15 +113,15 @@ def read_documents(text_dir=None, text_file=None, limit=None):
 
 def learn_vectorizer(texts, vocab_size, sequence_length):
     """A `TextVectorization` with the `vocab_size - 1` most frequent words of `texts` and [MASK] (id 2)."""
-    vectorizer = imdb.make_vectorizer(vocab_size, sequence_length)
+    vectorizer = word_ids.make_vectorizer(vocab_size, sequence_length)
     vectorizer.adapt(np.asarray(texts, dtype=object), batch_size=1024)
     vocabulary, _ = vocabulary_with_mask(vectorizer.get_vocabulary(), vocab_size)
-    return imdb.make_vectorizer(vocab_size, sequence_length, vocabulary=vocabulary)
+    return word_ids.make_vectorizer(vocab_size, sequence_length, vocabulary=vocabulary)
 
 
 def vectorize(vectorizer, texts, batch_size=1024):
-    """Word ids `(len(texts), sequence_length)` int32 (`keras_tfm.data.imdb.vectorize`: on every backend)."""
-    return imdb.vectorize(vectorizer, list(texts), batch_size)
+    """Word ids `(len(texts), sequence_length)` int32 (`keras_tfm.data.word_ids.vectorize`: on every backend)."""
+    return word_ids.vectorize(vectorizer, list(texts), batch_size)
 
 
 def pretrain(train_texts, validation_texts, args, output_dir, strategy=None, started=None, extra_callbacks=(),
@@ -140,7 +140,7 @@ def pretrain(train_texts, validation_texts, args, output_dir, strategy=None, sta
     vectorizer = vectorizer or learn_vectorizer(train_texts, args.vocab_size, args.sequence_length)
     vocabulary = vectorizer.get_vocabulary()
     mask_token_id = vocabulary.index("[MASK]")
-    imdb.save_vocabulary(vocabulary, os.path.join(output_dir, VOCABULARY_FILE))
+    word_ids.save_vocabulary(vocabulary, os.path.join(output_dir, VOCABULARY_FILE))
     x_train, x_validation = vectorize(vectorizer, train_texts), vectorize(vectorizer, validation_texts)
     words = int((x_train != 0).sum())
     print(f"pre-training on {len(x_train)} documents ({words:,} words, vocabulary {len(vocabulary)}), "
@@ -185,7 +185,7 @@ def load_encoder(folder):
     if not isinstance(model, MaskedLanguageModel):
         raise ValueError(f"--encoder {folder!r}: {ENCODER_FILE} holds a {type(model).__name__}, not a "
                          "MaskedLanguageModel.")
-    return model, imdb.load_vocabulary(os.path.join(folder, VOCABULARY_FILE))
+    return model, word_ids.load_vocabulary(os.path.join(folder, VOCABULARY_FILE))
 
 
 if __name__ == "__main__":

@@ -8,18 +8,19 @@ Two sources, both giving `tf.data` datasets of `(text, label)` pairs (a scalar s
   `aclImdb/{train,test}/{neg,pos}/*.txt`.
 
 `load_imdb` picks between them. When neither works it raises `keras_tfm.data.DataUnavailable` saying what
-it tried and how to provide the data. Text is turned into token ids with Keras' own `TextVectorization`
-(`make_vectorizer`), whose vocabulary is saved next to a trained model (`save_vocabulary` / `load_vocabulary`).
+it tried and how to provide the data. Text is turned into token ids by `keras_tfm.data.word_ids` (Keras' own
+`TextVectorization`, whose vocabulary is saved next to a trained model).
 """
 
 import os
-import re
-import string
 
 import keras
 import numpy as np
 
 from keras_tfm.data import DataUnavailable, download_tfds, first_line, quiet_tfds_lookup
+# Reviews to word ids (moved to `keras_tfm.data.word_ids`; these names stay for code that imports them from here).
+from keras_tfm.data.word_ids import (load_vocabulary, make_vectorizer, save_vocabulary,  # noqa: F401
+                                  standardize_review, vectorize)
 
 CLASS_NAMES = ("neg", "pos")  # label 0, label 1: the folder names of aclImdb and the order tfds uses
 DOWNLOAD_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
@@ -136,52 +137,6 @@ def without_line_breaks(review):
     return review.replace("<br />", " ")
 
 
-@keras.saving.register_keras_serializable(package="keras_tfm")
-def standardize_review(text):
-    """Lower-cases a batch of reviews and removes the `<br />` line breaks IMDB keeps as HTML, and punctuation.
-
-    Punctuation becomes a space, so "great.It" splits into two words.
-    """
-    import tensorflow as tf  # TextVectorization runs on TensorFlow strings; `import keras_tfm` needs no TensorFlow
-
-    text = tf.strings.lower(text)
-    text = tf.strings.regex_replace(text, r"<br\s*/?>", " ")
-    return tf.strings.regex_replace(text, f"[{re.escape(string.punctuation)}]", " ")
-
-
-def make_vectorizer(vocab_size, sequence_length, vocabulary=None):
-    """A `TextVectorization` layer: text -> `(batch, sequence_length)` token ids, 0 = padding, 1 = unknown word.
-
-    Adapt it on training text (`vectorizer.adapt(texts)`) or pass a saved `vocabulary` (a list whose first two
-    entries are "" and "[UNK]", as `get_vocabulary()` returns it). Reviews longer than `sequence_length` words
-    are cut at the end.
-    """
-    return keras.layers.TextVectorization(
-        max_tokens=vocab_size, standardize=standardize_review, output_mode="int",
-        output_sequence_length=sequence_length, vocabulary=vocabulary,
-    )
-
-
-def vectorize(vectorizer, texts, batch_size=1024):
-    """Token ids `(len(texts), sequence_length)` int32 of a list of strings, `batch_size` texts at a time.
-
-    The strings reach `vectorizer` as a TensorFlow string tensor, on every Keras backend: handed a NumPy array of
-    Python strings, Keras' `TextVectorization` on JAX and PyTorch encodes them as ASCII and fails on the first
-    other character ("UnicodeEncodeError: 'ascii' codec", e.g. the "\\x97" dashes of some IMDB reviews).
-
-    Args:
-        vectorizer: a `TextVectorization` (`make_vectorizer`) with its vocabulary.
-        texts: a list of strings.
-        batch_size: texts per call.
-    """
-    import tensorflow as tf
-
-    batches = [np.asarray(vectorizer(tf.constant(texts[i: i + batch_size], tf.string)), "int32")
-               for i in range(0, len(texts), batch_size)]
-    return np.concatenate(batches) if batches else np.zeros((0, vectorizer.get_config()["output_sequence_length"]),
-                                                             "int32")
-
-
 def texts(dataset, limit=None):
     """The review texts of a `(text, label)` dataset, as a dataset of strings (for `adapt`)."""
     dataset = dataset.map(lambda text, label: text)
@@ -198,16 +153,3 @@ def texts_and_labels(dataset, batch_size=1024):
     if not texts:
         raise DataUnavailable("IMDB: the data set is empty. " + _HOW_TO_PROVIDE)
     return np.array(texts, dtype=object), np.concatenate(labels)
-
-
-def save_vocabulary(vocabulary, path):
-    """Writes one token per line (line i = token id i; line 0 is the padding token "")."""
-    with open(path, "w", encoding="utf-8") as file:
-        file.writelines(f"{token}\n" for token in vocabulary)
-    return path
-
-
-def load_vocabulary(path):
-    """The token list written by `save_vocabulary` (pass it to `make_vectorizer(..., vocabulary=...)`)."""
-    with open(path, encoding="utf-8") as file:
-        return file.read().split("\n")[:-1]

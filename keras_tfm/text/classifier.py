@@ -19,7 +19,7 @@ import os
 import keras
 import numpy as np
 
-from keras_tfm.data.imdb import load_vocabulary, save_vocabulary, standardize_review, vectorize
+from keras_tfm.data.word_ids import load_vocabulary, save_vocabulary, standardize_review, vectorize
 from keras_tfm.models.text_classifier import TextClassifier
 from keras_tfm.text.pretrained_tokenizer import PretrainedTokenizer
 
@@ -40,7 +40,7 @@ class TextClassifierPipeline:
         class_names: a name per class (default: `"0"`, `"1"`, ...).
         standardize: what was done to the text before splitting it into words in training: a function
             registered with `keras.saving.register_keras_serializable` (so that it can be saved; default the IMDB
-            recipe's `keras_tfm.data.imdb.standardize_review`), or one of TextVectorization's names
+            recipes' `keras_tfm.data.word_ids.standardize_review`), or one of TextVectorization's names
             (`"lower_and_strip_punctuation"`, `"lower"`, `"strip_punctuation"`, `None`).
         sequence_length: words read per text, longer texts are cut (default: the model's `max_length`).
 

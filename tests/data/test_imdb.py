@@ -1,5 +1,5 @@
-"""keras_tfm.data.imdb: the aclImdb folder loader, tensorflow-datasets without a network, the standardiser and
-the vocabulary file."""
+"""keras_tfm.data.imdb: the aclImdb folder loader and tensorflow-datasets without a network (the standardiser and
+the vocabulary file: tests/data/test_word_ids.py)."""
 
 import os
 
@@ -10,25 +10,6 @@ from keras_tfm.data import DataUnavailable, imdb
 from tests.data.samples import NEGATIVE, POSITIVE, write_acl_imdb
 
 pytestmark = pytest.mark.tensorflow_only(reason="the loaders and TextVectorization run on tf.data")
-
-
-def test_standardize_lowercases_and_strips_line_breaks_and_punctuation():
-    vectorizer = imdb.make_vectorizer(vocab_size=100, sequence_length=6)
-    vectorizer.adapt(np.array(["Great film.<br /><br />GREAT, acting!", "a dull film"]))
-    vocabulary = vectorizer.get_vocabulary()
-    assert vocabulary[:2] == ["", "[UNK]"] and "great" in vocabulary and "br" not in vocabulary
-    assert not any(mark in token for token in vocabulary for mark in ".,!<>/")
-    ids = np.asarray(vectorizer(np.array(["GREAT film<br />unheard-of"])))
-    words = [vocabulary[i] for i in ids[0]]
-    assert words == ["great", "film", "[UNK]", "[UNK]", "", ""]  # "unheard-of" is two unknown words, then padding
-
-
-def test_vocabulary_round_trip(tmp_path):
-    vocabulary = ["", "[UNK]", "great", "film", "dull"]
-    path = imdb.save_vocabulary(vocabulary, tmp_path / "vocabulary.txt")
-    assert imdb.load_vocabulary(path) == vocabulary
-    vectorizer = imdb.make_vectorizer(10, 4, vocabulary=imdb.load_vocabulary(path))
-    np.testing.assert_array_equal(vectorizer(np.array(["Dull, dull film"])), [[4, 4, 3, 0]])
 
 
 def test_folder_loader_reads_texts_and_labels(tmp_path):

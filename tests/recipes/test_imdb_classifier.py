@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tfm.data import imdb
+from keras_tfm.data import imdb, word_ids
 from keras_tfm.models import TextClassifier
 from keras_tfm.text import TextClassifierPipeline
 from recipes import common, imdb_classifier
@@ -45,11 +45,11 @@ def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path, capsys, load
     assert saved["flags"]["quick"] is True and saved["flags"]["epochs"] == 4  # --quick keeps an --epochs given
 
     # The saved model and vocabulary are enough to classify new text.
-    vocabulary = imdb.load_vocabulary(output_dir / "vocabulary.txt")
+    vocabulary = word_ids.load_vocabulary(output_dir / "vocabulary.txt")
     assert vocabulary[:2] == ["", "[UNK]"] and "great" in vocabulary and "awful" in vocabulary
     model = keras.saving.load_model(output_dir / "model.keras")
     assert isinstance(model, TextClassifier) and model.vocab_size == len(vocabulary)
-    vectorizer = imdb.make_vectorizer(len(vocabulary), model.max_length, vocabulary=vocabulary)
+    vectorizer = word_ids.make_vectorizer(len(vocabulary), model.max_length, vocabulary=vocabulary)
     texts = ["A great, moving film.", "Awful.<br />A waste", "unknown words only"]
     logits = model.predict(vectorizer(np.array(texts)), verbose=0)
 
@@ -130,10 +130,10 @@ def test_pretraining_then_fine_tuning_and_reusing_the_encoder(tmp_path, capsys):
     for name in ("model.keras", "vocabulary.txt", "history.csv", "summary.json"):
         assert os.path.getsize(encoder_dir / name) > 0, name
     # The vocabulary comes from the unlabelled and training reviews, never the test reviews; [MASK] is id 2.
-    vocabulary = imdb.load_vocabulary(encoder_dir / "vocabulary.txt")
+    vocabulary = word_ids.load_vocabulary(encoder_dir / "vocabulary.txt")
     assert vocabulary[:3] == ["", "[UNK]", "[MASK]"]
     assert ONLY_UNLABELLED in vocabulary and ONLY_TEST not in vocabulary
-    assert imdb.load_vocabulary(run / "vocabulary.txt") == vocabulary
+    assert word_ids.load_vocabulary(run / "vocabulary.txt") == vocabulary
     # Pre-training read the 60 unlabelled reviews and the 44 training reviews left after holding out 10% of
     # each class (2 of 24).
     assert summary["pretraining"]["documents"] == 60 + 44

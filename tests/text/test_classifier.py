@@ -4,7 +4,7 @@ loaded exactly."""
 import numpy as np
 import pytest
 
-from keras_tfm.data import imdb
+from keras_tfm.data import word_ids
 from keras_tfm.models import TextClassifier
 from keras_tfm.text import TextClassifierPipeline
 from tests.helpers import to_numpy
@@ -23,7 +23,7 @@ def classifier(**kwargs):
 def test_predict_gives_the_softmax_of_the_model_on_the_recipe_token_ids():
     model = classifier()
     pipeline = TextClassifierPipeline(model, VOCABULARY, ["negative", "positive"], sequence_length=6)
-    vectorizer = imdb.make_vectorizer(len(VOCABULARY), 6, vocabulary=VOCABULARY)  # how the recipe reads reviews
+    vectorizer = word_ids.make_vectorizer(len(VOCABULARY), 6, vocabulary=VOCABULARY)  # how the recipe reads reviews
     ids = to_numpy(vectorizer(np.array(TEXTS))).astype("int32")
     np.testing.assert_array_equal(pipeline.token_ids(TEXTS), ids)
     np.testing.assert_array_equal(pipeline.token_ids(["GREAT film<br />unheard-of"]), [[2, 3, 1, 1, 0, 0]])
@@ -61,7 +61,7 @@ def test_save_and_load_round_trip_exactly(tmp_path, standardize):
     assert sorted(p.name for p in folder.iterdir()) == ["classifier.json", "model.keras", "vocabulary.txt"]
     loaded = TextClassifierPipeline.load(folder)
     assert (loaded.class_names, loaded.sequence_length, loaded.vocabulary) == (["neg", "pos"], 5, VOCABULARY)
-    assert loaded.standardize == (imdb.standardize_review if standardize == "recipe" else standardize)
+    assert loaded.standardize == (word_ids.standardize_review if standardize == "recipe" else standardize)
     np.testing.assert_array_equal(loaded.predict(TEXTS), pipeline.predict(TEXTS))
 
 
