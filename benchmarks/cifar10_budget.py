@@ -116,13 +116,14 @@ if __name__ == "__main__":
     parse_args(sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ INFO/WARNING lines off
 
-from recipes import common  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
+from recipes import fast_paths, fitting  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras import layers  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from keras_tfm.callbacks import TimeBudget  # noqa: E402
 from keras_tfm.data import cifar10  # noqa: E402
 
 
@@ -287,12 +288,12 @@ def batches(images, labels, batch_size, one_hot, num_classes, seed=None):
 
 def keras_io_path(args):
     """`(dtype policy, jit_compile)` for the keras.io models: with `--keras-io-path ours`, what the recipe's
-    `--mixed-precision auto --jit auto` resolve to for ours' model on this machine and backend (`common.fast_path`:
+    `--mixed-precision auto --jit auto` resolve to for ours' model on this machine and backend (`fast_paths.fast_path`:
     its measured fast path, where one is measured for this CPU), so both sides train on the same path."""
     if args.keras_io_path == "float32":
         return "float32", "auto"
     recipe_flags = argparse.Namespace(mixed_precision="auto", jit="auto", distribute="none")
-    policy, _ = common.fast_path(recipe_flags, "cifar10_vit --preset cifar10_cpu", keras.backend.backend())
+    policy, _ = fast_paths.fast_path(recipe_flags, "cifar10_vit --preset cifar10_cpu", keras.backend.backend())
     return policy, recipe_flags.jit
 
 
@@ -318,13 +319,13 @@ def train_keras_io(name, args, data, run_dir):
                   metrics=[accuracy], jit_compile=jit_compile)
     best = os.path.join(run_dir, f"{name}.weights.h5")
     log = EpochLog()
-    callbacks = [common.TimeBudget(args.minutes),  # no schedule: the pages' learning rate stays constant
+    callbacks = [TimeBudget(args.minutes),  # no schedule: the pages' learning rate stays constant
                  keras.callbacks.ModelCheckpoint(best, monitor="val_accuracy", save_best_only=True,
                                                  save_weights_only=True),
                  log]
     model.fit(batches(train_images, train_labels, batch_size, one_hot, num_classes, seed=args.seed),
               validation_data=batches(*validation, batch_size, one_hot, num_classes), epochs=MOST_EPOCHS,
-              shuffle=False, callbacks=callbacks, verbose=common.fit_verbosity())  # the pipeline shuffles
+              shuffle=False, callbacks=callbacks, verbose=fitting.fit_verbosity())  # the pipeline shuffles
     model.load_weights(best)  # the epoch with the best validation accuracy, as the pages do
     logits = model.predict(batches(test_images, test_labels, batch_size, one_hot, num_classes), verbose=0)
     return {"test_accuracy": float(np.mean(logits.argmax(-1) == test_labels)), "epochs": log.epochs,

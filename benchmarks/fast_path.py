@@ -200,7 +200,9 @@ def time_steps(entry, steps):
 def worker():
     threads = hardware.set_threads()  # before any backend starts its thread pools
     if os.environ.get("KERAS_BACKEND") != "tensorflow":
-        from recipes import common  # noqa: F401  (keeps TensorFlow, which tf.data needs, off the GPUs)
+        from recipes import devices
+
+        devices.hide_gpus_from_tensorflow()  # TensorFlow, which tf.data needs, stays off the GPUs
     import keras
 
     built = {}
@@ -393,7 +395,7 @@ def run_units(run):
 
 
 def fast_paths_table(runs, cores=2):
-    """This CPU kind's entry of `recipes/fast_paths.json` (what `recipes.common.FAST_PATHS` reads) as JSON text:
+    """This CPU kind's entry of `recipes/fast_paths.json` (what `recipes.fast_paths.FAST_PATHS` reads) as JSON text:
     for each recipe of SETUPS and each backend, the fastest (dtype policy, jit_compile, examples/s) measured at
     `cores` cores in `runs` (the JSON that `--output` writes; a later run's measurement of the same configuration
     replaces an earlier one's), and on which CPU and when. The runs must come from CPUs with the same bf16 units

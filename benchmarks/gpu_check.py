@@ -20,7 +20,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from recipes import common  # noqa: E402  (imports TensorFlow quietly and hides the GPUs from it off TensorFlow)
+from recipes import devices  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -36,7 +36,7 @@ def section(title):
 
 def environment():
     section("devices")
-    print("training devices:", ", ".join(common.training_devices()))
+    print("training devices:", ", ".join(devices.training_devices()))
     if "tensorflow" in sys.modules and BACKEND != "tensorflow":
         import tensorflow as tf
 

@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from recipes import common  # noqa: E402  (imports TensorFlow quietly)
+from recipes import devices  # noqa: E402
 from recipes import cifar10_vit  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -55,7 +55,7 @@ def main(argv=None):
     labels = np.arange(len(images), dtype="int64") % 10
     train = tf.data.Dataset.from_tensor_slices((images, labels))
 
-    print(f"{keras.backend.backend()} backend on {', '.join(common.training_devices())}, tf.data on "
+    print(f"{keras.backend.backend()} backend on {', '.join(devices.training_devices())}, tf.data on "
           f"{os.cpu_count()} CPU cores, batch {args.batch_size}")
     for name, options in SETTINGS.items():
         pipeline = cifar10.training_pipeline(train, args.batch_size, 10, seed=0, **options).repeat()

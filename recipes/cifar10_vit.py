@@ -46,7 +46,7 @@ Pretrained models saw 224x224 images in 16x16 patches, so the 32x32 images are t
         --epochs 10 --batch-size 64 --learning-rate 1e-4 --weight-decay 0 --drop-path 0
 
 Mixed precision, XLA and data parallelism: `--mixed-precision`, `--jit`, `--distribute mirrored` (every local GPU),
-`multiworker` (several machines, README "More than one machine") or `data_parallel` (JAX) (recipes.common).
+`multiworker` (several machines, README "More than one machine") or `data_parallel` (JAX) (recipes.devices).
 """
 
 import os
@@ -125,7 +125,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
+from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -209,17 +209,17 @@ def main(argv=None, extra_callbacks=()):
 
     # Model and optimiser. Labels are one-hot (label smoothing, MixUp, CutMix), hence the categorical loss.
     # With a time budget the schedule is planned after the first epoch for the epochs that fit (TimeBudget).
-    steps = args.epochs * common.steps_per_epoch(cifar10.num_examples(train), args.batch_size)
-    with common.strategy_scope(strategy):
+    steps = args.epochs * fitting.steps_per_epoch(cifar10.num_examples(train), args.batch_size)
+    with devices.strategy_scope(strategy):
         model = build_model(args, num_classes)
         # A time budget plans the schedule's length; the schedule is otherwise the same.
         schedule = PlannedWarmupCosine(args.learning_rate, steps, args.warmup_fraction) if args.time_budget else None
-        optimizer = common.adamw(args, steps, model=model, schedule=schedule)  # no decay: model.weight_decay_exempt_variables()
+        optimizer = fitting.adamw(args, steps, model=model, schedule=schedule)  # no decay: model.weight_decay_exempt_variables()
         model.compile(
             optimizer=optimizer,
             loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=args.label_smoothing),
             metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
-            **common.compile_options(args),
+            **fast_paths.compile_options(args),
         )
 
     # Train, drawing the attention rollout of four fixed held-out images ten times over the run.
@@ -229,10 +229,10 @@ def main(argv=None, extra_callbacks=()):
                                      class_names=class_names, every_n_epochs=max(1, args.epochs // 10), html=True)]
     budget = [TimeBudget(args.time_budget, schedule)] if args.time_budget else []
     extra = budget + (pictures if args.attention_maps else []) + list(extra_callbacks)
-    callbacks = common.standard_callbacks(output_dir, extra)
+    callbacks = fitting.standard_callbacks(output_dir, extra)
     fit_started = time.time()
-    history = model.fit(**common.fit_data(strategy, train_batches, validation_data=validation_batches),
-                        epochs=args.epochs, callbacks=callbacks, verbose=common.fit_verbosity())  # the pipeline shuffles
+    history = model.fit(**devices.fit_data(strategy, train_batches, validation_data=validation_batches),
+                        epochs=args.epochs, callbacks=callbacks, verbose=fitting.fit_verbosity())  # the pipeline shuffles
     seconds_per_epoch = (time.time() - fit_started) / max(len(history.epoch), 1)
 
     # Evaluate, once: accuracy and confusion matrix on the whole test set, never seen during training.

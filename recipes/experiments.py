@@ -77,7 +77,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
+from recipes import common, fitting  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
@@ -235,7 +235,7 @@ def learning_rate_schedule(learning_rate, steps, warmup):
     cosine decay alone), False = the constant `learning_rate`."""
     if warmup is False:
         return learning_rate
-    return common.warmup_cosine(learning_rate, steps, 0.1 if warmup is True else float(warmup))
+    return fitting.warmup_cosine(learning_rate, steps, 0.1 if warmup is True else float(warmup))
 
 
 def train_seq2seq(settings, task="reverse", learning_rate=3e-3, warmup=True, clipnorm=1.0, measure_init=False,
@@ -249,7 +249,7 @@ def train_seq2seq(settings, task="reverse", learning_rate=3e-3, warmup=True, cli
     model = Seq2SeqTransformer.from_preset("tiny", source_vocab_size=vocab, target_vocab_size=vocab,
                                            max_length=settings.max_digits + 2, dropout=0.0, **model_kwargs)
     result = {"init_max_weight": init_max_weight(model, x_test[:64], y_test[:64])} if measure_init else {}
-    steps = settings.epochs * common.steps_per_epoch(len(x_train), settings.batch_size)
+    steps = settings.epochs * fitting.steps_per_epoch(len(x_train), settings.batch_size)
     schedule = learning_rate_schedule(learning_rate, steps, warmup)
     model.compile_for_training(keras.optimizers.Adam(schedule, clipnorm=clipnorm), run_eagerly=settings.quick)
     started = time.time()
@@ -283,8 +283,8 @@ def train_classifier(settings, build=None, task=make_order_task, learning_rate=1
                                            num_heads=4, mlp_dim=128, pool="mean", dropout=0.0, **model_kwargs)
     else:
         model = build()
-    steps = settings.epochs * common.steps_per_epoch(len(x_train), settings.batch_size)
-    model.compile(keras.optimizers.Adam(common.warmup_cosine(learning_rate, steps, 0.1), clipnorm=1.0),
+    steps = settings.epochs * fitting.steps_per_epoch(len(x_train), settings.batch_size)
+    model.compile(keras.optimizers.Adam(fitting.warmup_cosine(learning_rate, steps, 0.1), clipnorm=1.0),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
                   run_eagerly=settings.quick)
     started = time.time()

@@ -169,7 +169,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
+from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -228,8 +228,8 @@ def main(argv=None, extra_callbacks=()):
           f"{np.mean(x_train[:, -1] != 0):.0%} of training reviews cut at {args.sequence_length} words")
 
     # Model: trains on word ids; labels are one-hot so that label smoothing can apply.
-    steps = args.epochs * common.steps_per_epoch(len(x_train), args.batch_size)
-    with common.strategy_scope(strategy):
+    steps = args.epochs * fitting.steps_per_epoch(len(x_train), args.batch_size)
+    with devices.strategy_scope(strategy):
         if encoder is not None:
             model = TextClassifier.from_encoder(encoder, num_classes=2, pool=args.pool, dropout=args.dropout)
         else:
@@ -237,12 +237,12 @@ def main(argv=None, extra_callbacks=()):
                 args.preset, vocab_size=len(vocabulary), max_length=args.sequence_length, num_classes=2,
                 pool=args.pool, dropout=args.dropout,
             )
-        optimizer = common.adamw(args, steps, model=model)
+        optimizer = fitting.adamw(args, steps, model=model)
         model.compile(
             optimizer=optimizer,
             loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=args.label_smoothing),
             metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
-            **common.compile_options(args),
+            **fast_paths.compile_options(args),
         )
     y_train_onehot, y_val_onehot = keras.utils.to_categorical(y_train, 2), keras.utils.to_categorical(y_val, 2)
 
@@ -250,10 +250,10 @@ def main(argv=None, extra_callbacks=()):
     sample = _short_reviews(x_val, y_val, per_class=2)
     pictures = [AttentionMapCallback(x_val[sample], os.path.join(output_dir, "attention"), kind="text",
                                      tokens=vocabulary, class_names=SENTIMENTS, html=True)]
-    callbacks = common.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
-    data = common.fit_data(strategy, x_train, y_train_onehot, args.batch_size, validation_data=(x_val, y_val_onehot),
+    callbacks = fitting.standard_callbacks(output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
+    data = devices.fit_data(strategy, x_train, y_train_onehot, args.batch_size, validation_data=(x_val, y_val_onehot),
                            seed=args.seed)
-    model.fit(**data, epochs=args.epochs, callbacks=callbacks, verbose=common.fit_verbosity())
+    model.fit(**data, epochs=args.epochs, callbacks=callbacks, verbose=fitting.fit_verbosity())
 
     # Evaluate: the held-out reviews, then the test reviews — once, at the end.
     def accuracy_and_probabilities(x, y):
@@ -339,14 +339,14 @@ def fine_tune_pretrained(args, extra_callbacks=()):
     scoring_lengths = train.bucket_lengths[:-1] + (args.sequence_length,)  # held-out texts may be longer
     validation = LengthBuckets(x_val, y_val, batch_size=64, shuffle=False, bucket_lengths=scoring_lengths)
     test = LengthBuckets(x_test, y_test, batch_size=64, shuffle=False, bucket_lengths=scoring_lengths)
-    part_steps = common.steps_per_epoch(train.batches_per_pass, parts)
+    part_steps = fitting.steps_per_epoch(train.batches_per_pass, parts)
     total_steps = args.epochs * parts * part_steps
     share = train.padded_tokens() / (len(y_train) * args.sequence_length)
     print(f"length buckets {train.bucket_lengths} word pieces: {share:.0%} of the positions of padding every review "
           f"to {args.sequence_length}")
     schedule = WarmupLinearDecay(args.learning_rate, total_steps, int(args.warmup_fraction * total_steps))
-    model.compile_for_training(optimizer=common.adamw(args, 0, model=model, schedule=schedule),
-                               **common.compile_options(args))
+    model.compile_for_training(optimizer=fitting.adamw(args, 0, model=model, schedule=schedule),
+                               **fast_paths.compile_options(args))
 
     # Attention of a few short held-out reviews, drawn before training and after every part: how the pretrained
     # heads change.
@@ -357,14 +357,14 @@ def fine_tune_pretrained(args, extra_callbacks=()):
                                      padding_id=tokenizer.padding_id, epoch_label=_part_label(parts),
                                      before_label="before fine-tuning", save_arrays=True)]
     timer = ExpectedTime(total_steps)
-    callbacks = common.standard_callbacks(
+    callbacks = fitting.standard_callbacks(
         output_dir, [timer] + (pictures if args.attention_maps else []) + list(extra_callbacks))
     model.fit(train, epochs=args.epochs * parts, steps_per_epoch=part_steps, callbacks=callbacks,
-              validation_data=validation, validation_freq=parts, verbose=common.fit_verbosity())
+              validation_data=validation, validation_freq=parts, verbose=fitting.fit_verbosity())
 
     def accuracy(buckets, y, what):
         print(f"scoring the {len(y)} {what} reviews ({len(buckets)} batches)")
-        return float(np.mean(buckets.predict(model, verbose=common.fit_verbosity()).argmax(-1) == y))
+        return float(np.mean(buckets.predict(model, verbose=fitting.fit_verbosity()).argmax(-1) == y))
 
     metrics = {"validation_accuracy": accuracy(validation, y_val, "validation")}
     scoring = time.time()

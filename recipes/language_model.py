@@ -62,7 +62,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
+from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -200,21 +200,21 @@ def main(argv=None, extra_callbacks=()):
     # Model: nanoGPT's settings by default (AdamW, beta_2 0.99, weight decay 0.1 on matrices and tables, warm-up
     # then cosine decay, gradients clipped at norm 1).
     steps = args.epochs * args.steps_per_epoch
-    with common.strategy_scope(strategy):
+    with devices.strategy_scope(strategy):
         overrides = {} if args.dropout is None else {"dropout": args.dropout}
         model = TransformerLM.from_preset(args.preset, vocab_size=tokenizer.vocab_size, **overrides)
-        optimizer = common.adamw(args, steps, model=model, beta_2=0.99)
-        model.compile_for_training(optimizer=optimizer, **common.compile_options(args))
+        optimizer = fitting.adamw(args, steps, model=model, beta_2=0.99)
+        model.compile_for_training(optimizer=optimizer, **fast_paths.compile_options(args))
     print(f"TransformerLM '{args.preset}': {model.count_params():,} parameters; "
           f"{steps} steps of {args.batch_size} x {context} tokens")
 
     training = text_corpus.random_windows(train_ids, context, args.batch_size, seed=args.seed)
-    callbacks = common.standard_callbacks(output_dir, list(extra_callbacks))
-    fitting = time.time()
-    data = common.fit_data(strategy, training, validation_data=(x_valid, y_valid), validation_batch_size=64)
+    callbacks = fitting.standard_callbacks(output_dir, list(extra_callbacks))
+    fit_started = time.time()
+    data = devices.fit_data(strategy, training, validation_data=(x_valid, y_valid), validation_batch_size=64)
     model.fit(**data, steps_per_epoch=args.steps_per_epoch, epochs=args.epochs, callbacks=callbacks,
-              verbose=common.fit_verbosity())
-    fit_seconds = time.time() - fitting
+              verbose=fitting.fit_verbosity())
+    fit_seconds = time.time() - fit_started
 
     # Evaluate: the whole validation text, every token predicted once from its window.
     validation_loss = float(model.evaluate(x_valid, y_valid, batch_size=64, verbose=0))

@@ -60,7 +60,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
+from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -153,14 +153,14 @@ def pretrain(train_texts, validation_texts, args, output_dir, strategy=None, sta
     validation = masked_lm_dataset(x_validation, min(batch_size, len(x_validation)), seed=args.seed + 1,
                                    shuffle=False, repeat=False, **masking)
     steps = len(x_train) // batch_size
-    with common.strategy_scope(strategy):
+    with devices.strategy_scope(strategy):
         model = MaskedLanguageModel.from_preset(args.preset, vocab_size=len(vocabulary),
                                                 max_length=args.sequence_length, dropout=dropout)
-        optimizer = common.adamw(argparse.Namespace(**{**vars(args), "learning_rate": learning_rate}),
+        optimizer = fitting.adamw(argparse.Namespace(**{**vars(args), "learning_rate": learning_rate}),
                                  epochs * steps, model=model)
-        model.compile_for_training(optimizer=optimizer, **common.compile_options(args))
-    model.fit(**common.fit_data(strategy, train, validation_data=validation), epochs=epochs, steps_per_epoch=steps,
-              callbacks=common.standard_callbacks(output_dir, list(extra_callbacks)), verbose=common.fit_verbosity())
+        model.compile_for_training(optimizer=optimizer, **fast_paths.compile_options(args))
+    model.fit(**devices.fit_data(strategy, train, validation_data=validation), epochs=epochs, steps_per_epoch=steps,
+              callbacks=fitting.standard_callbacks(output_dir, list(extra_callbacks)), verbose=fitting.fit_verbosity())
     metrics = dict(zip(["validation_loss", "validation_accuracy"],
                        model.evaluate(validation, verbose=0, return_dict=False)))
     print(f"masked words: validation loss {metrics['validation_loss']:.3f}, "

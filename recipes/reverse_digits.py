@@ -45,7 +45,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
+from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -70,27 +70,27 @@ def main(argv=None, extra_callbacks=()):
     x_valid, y_valid = digits.make_dataset(args.test_samples, args.max_digits, args.task, seed=args.seed + 2)
 
     # Model.
-    steps = args.epochs * common.steps_per_epoch(len(x_train), args.batch_size)
-    with common.strategy_scope(strategy):
+    steps = args.epochs * fitting.steps_per_epoch(len(x_train), args.batch_size)
+    with devices.strategy_scope(strategy):
         model = Seq2SeqTransformer.from_preset(
             args.preset, source_vocab_size=digits.VOCAB_SIZE, target_vocab_size=digits.VOCAB_SIZE,
             max_length=args.max_digits + 2, dropout=0.0,
         )
         optimizer = keras.optimizers.Adam(
-            common.warmup_cosine(args.learning_rate, steps, args.warmup_fraction), **common.optimizer_options(args)
+            fitting.warmup_cosine(args.learning_rate, steps, args.warmup_fraction), **fitting.optimizer_options(args)
         )
-        model.compile_for_training(optimizer=optimizer, **common.compile_options(args))
+        model.compile_for_training(optimizer=optimizer, **fast_paths.compile_options(args))
 
     # Train, drawing the cross-attention of a few held-out strings at every epoch.
     sample = (x_valid[:1], y_valid[:1, :-1])  # one validation string, drawn at every epoch
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), tokens=digits.VOCABULARY,
                                      html=True)]
     # The gradient norm goes first, so the CSV logger sees it (a climbing norm is the sign of divergence).
-    callbacks = [GradientNormCallback()] + common.standard_callbacks(
+    callbacks = [GradientNormCallback()] + fitting.standard_callbacks(
         output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
-    data = common.fit_data(strategy, (x_train, y_train[:, :-1]), y_train[:, 1:], args.batch_size,
+    data = devices.fit_data(strategy, (x_train, y_train[:, :-1]), y_train[:, 1:], args.batch_size,
                            validation_data=((x_valid, y_valid[:, :-1]), y_valid[:, 1:]), seed=args.seed)
-    model.fit(**data, epochs=args.epochs, callbacks=callbacks, verbose=common.fit_verbosity())
+    model.fit(**data, epochs=args.epochs, callbacks=callbacks, verbose=fitting.fit_verbosity())
 
     # Evaluate by generating: greedy and beam search, exact match of the whole answer.
     new_tokens = args.max_digits + 1

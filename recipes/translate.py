@@ -113,7 +113,7 @@ def parse_args(argv):
 if __name__ == "__main__":
     flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
 
-from recipes import common, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
+from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 
 import keras  # noqa: E402
 
@@ -152,7 +152,7 @@ def training_batches(args, source, target):
 
 def learning_rate_schedule(args, steps):
     """`--schedule inverse_sqrt`: warm-up over `--warmup-fraction` of the run's `steps`, then 1/sqrt(step) decay
-    from `--learning-rate`; None for `cosine`, the recipes' warm-up + cosine decay (`common.adamw`'s)."""
+    from `--learning-rate`; None for `cosine`, the recipes' warm-up + cosine decay (`fitting.adamw`'s)."""
     if args.schedule == "inverse_sqrt":
         return InverseSquareRootWarmup(args.learning_rate, max(1, round(args.warmup_fraction * steps)))
     return None
@@ -207,13 +207,13 @@ def main(argv=None, extra_callbacks=()):
     # cosine decay (or the paper's inverse square root, §5.3); label smoothing 0.1 (§5.4).
     batches, batches_per_epoch = training_batches(args, x_train, y_train)
     steps = args.epochs * batches_per_epoch
-    with common.strategy_scope(strategy):
+    with devices.strategy_scope(strategy):
         model = Seq2SeqTransformer.from_preset(
             args.preset, source_vocab_size=source_tokenizer.vocab_size, target_vocab_size=target_tokenizer.vocab_size,
             max_length=args.max_length, dropout=args.dropout, tie_embeddings=True,
         )
-        optimizer = common.adamw(args, steps, model=model, schedule=learning_rate_schedule(args, steps), beta_2=0.98)
-        model.compile_for_training(optimizer=optimizer, label_smoothing=args.label_smoothing, **common.compile_options(args))
+        optimizer = fitting.adamw(args, steps, model=model, schedule=learning_rate_schedule(args, steps), beta_2=0.98)
+        model.compile_for_training(optimizer=optimizer, label_smoothing=args.label_smoothing, **fast_paths.compile_options(args))
 
     pieces = [target_tokenizer.id_to_piece(i) for i in range(target_tokenizer.vocab_size)]
     source_pieces = [source_tokenizer.id_to_piece(i) for i in range(source_tokenizer.vocab_size)]
@@ -235,11 +235,11 @@ def main(argv=None, extra_callbacks=()):
     if args.patience and args.bleu_every:
         choosing.append(keras.callbacks.EarlyStopping(monitor="val_bleu", mode="max", patience=args.patience))
     # The BLEU first: Keras hands one logs dict down the list, so the checkpoint, backup and CSV row see it too.
-    callbacks = choosing[:1] + common.standard_callbacks(
+    callbacks = choosing[:1] + fitting.standard_callbacks(
         output_dir, choosing[1:] + (pictures if args.attention_maps else []) + list(extra_callbacks))
-    data = common.fit_data(strategy, batches,
+    data = devices.fit_data(strategy, batches,
                            validation_data=translation.make_dataset(x_valid, y_valid, args.batch_size))
-    model.fit(**data, epochs=args.epochs, callbacks=callbacks, verbose=common.fit_verbosity())
+    model.fit(**data, epochs=args.epochs, callbacks=callbacks, verbose=fitting.fit_verbosity())
     choice = choose_weights(validation_bleu, last, best)
 
     # Evaluate: translate the test set with greedy and beam search; BLEU against the raw references.

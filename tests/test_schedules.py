@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tfm.schedules import InverseSquareRootWarmup, WarmupLinearDecay
+from keras_tfm.schedules import InverseSquareRootWarmup, PlannedWarmupCosine, WarmupLinearDecay
 
 pytestmark = pytest.mark.tensorflow_only(reason=(
     "the same keras.ops code on every backend: the recipes' quick runs train and save it on JAX and "
@@ -68,3 +68,17 @@ def test_inverse_square_root_drives_a_compiled_optimizer():
     model.fit(np.ones((8, 3), "float32"), np.zeros((8, 1), "float32"), batch_size=2, epochs=1, verbose=0)
     assert int(keras.ops.convert_to_numpy(optimizer.iterations)) == 4
     np.testing.assert_allclose(float(keras.ops.convert_to_numpy(optimizer.learning_rate)), 0.1 * (2 / 5) ** 0.5, rtol=1e-6)
+
+
+def test_planned_warmup_cosine_is_keras_warmup_cosine_until_replanned():
+    """Until `plan` it is Keras' CosineDecay with a 10% linear warm-up; `plan(n)` stretches the same shape over n
+    steps (what `TimeBudget` does once it knows how many steps fit), and the config keeps the plan."""
+    schedule = PlannedWarmupCosine(1.0, total_steps=100, warmup_fraction=0.1)
+    reference = keras.optimizers.schedules.CosineDecay(0.0, decay_steps=90, warmup_target=1.0, warmup_steps=10)
+    for step in (0, 5, 10, 30, 55, 99, 100, 150):
+        np.testing.assert_allclose(float(schedule(step)), float(reference(step)), atol=1e-6)
+    schedule.plan(20)
+    values = [float(schedule(step)) for step in (0, 1, 2, 11, 20, 40)]
+    np.testing.assert_allclose(values, [0.0, 0.5, 1.0, 0.5, 0.0, 0.0], atol=1e-6)
+    restored = PlannedWarmupCosine.from_config(schedule.get_config())
+    assert restored.get_config() == {"peak": 1.0, "total_steps": 20, "warmup_fraction": 0.1}

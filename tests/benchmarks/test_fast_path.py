@@ -8,7 +8,7 @@ import sys
 import keras
 import pytest
 
-from recipes import common
+from recipes import fast_paths
 from tests.helpers import load_script
 
 pytestmark = pytest.mark.tensorflow_only(reason=(
@@ -76,7 +76,7 @@ def test_the_table_of_fast_paths_takes_the_fastest_measured_per_recipe_and_backe
     }}}}
     written = tmp_path / "fast_paths.json"  # and the recipes read such an entry as (policy, jit, examples/s)
     written.write_text(json.dumps({"about": "...", **entry}))
-    assert common.read_fast_paths(written) == {"avx512_bf16": {"reverse_digits": {
+    assert fast_paths.read_fast_paths(written) == {"avx512_bf16": {"reverse_digits": {
         "jax": ("float32", True, 1280.0), "torch": ("float32", False, 640.0)}}}
 
 

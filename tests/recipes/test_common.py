@@ -13,9 +13,9 @@ import pytest
 from keras_tfm.data import digits
 from keras_tfm.models import LANGUAGE_MODEL_PRESETS, SEQ2SEQ_PRESETS, TEXT_CLASSIFIER_PRESETS, VIT_PRESETS
 from keras_tfm.models.text_classifier import POOLS
-from keras_tfm.schedules import PlannedWarmupCosine
 from keras_tfm.text import MODEL_TYPES
-from recipes import (cifar10_vit, common, experiments, flags, imdb_classifier, language_model, pretrain_text,
+from recipes import (cifar10_vit, common, devices, experiments, fast_paths, fitting, flags, imdb_classifier,
+                     language_model, pretrain_text,
                      reverse_digits, translate)
 from tests.helpers import load_script
 
@@ -121,7 +121,7 @@ def test_history_and_curves_are_readable(tmp_path):
 
 
 def test_warmup_cosine_schedule():
-    schedule = common.warmup_cosine(1.0, total_steps=100, warmup_fraction=0.1)
+    schedule = fitting.warmup_cosine(1.0, total_steps=100, warmup_fraction=0.1)
     values = [float(schedule(step)) for step in (0, 5, 10, 55, 100)]
     np.testing.assert_allclose(values, [0.0, 0.5, 1.0, 0.5, 0.0], atol=1e-6)
 
@@ -141,7 +141,7 @@ def test_accumulating_n_batches_equals_one_batch_n_times_larger(steps):
     def train(batch_size, accumulate):
         keras.utils.set_random_seed(1)
         model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(3)])
-        optimizer = common.adamw(_args(accumulate_steps=accumulate), total_steps=10**9)  # ~constant rate
+        optimizer = fitting.adamw(_args(accumulate_steps=accumulate), total_steps=10**9)  # ~constant rate
         model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         model.fit(x, y, batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
         return model.get_weights(), int(optimizer.iterations)
@@ -157,34 +157,16 @@ def test_accumulating_n_batches_equals_one_batch_n_times_larger(steps):
 
 
 def test_optimizer_options_follow_the_flags():
-    assert common.optimizer_options(_args()) == {"clipnorm": 1.0, "gradient_accumulation_steps": None}
-    assert common.optimizer_options(_args(clipnorm=0.0, accumulate_steps=3)) == {
+    assert fitting.optimizer_options(_args()) == {"clipnorm": 1.0, "gradient_accumulation_steps": None}
+    assert fitting.optimizer_options(_args(clipnorm=0.0, accumulate_steps=3)) == {
         "clipnorm": None, "gradient_accumulation_steps": 3}
 
 
 def test_progress_is_a_bar_on_a_terminal_and_one_line_per_epoch_otherwise(monkeypatch):
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
-    assert common.fit_verbosity() == 1
+    assert fitting.fit_verbosity() == 1
     monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
-    assert common.fit_verbosity() == 2
-
-
-def test_planned_warmup_cosine_is_warmup_cosine_until_replanned():
-    schedule = PlannedWarmupCosine(1.0, total_steps=100, warmup_fraction=0.1)
-    reference = common.warmup_cosine(1.0, total_steps=100, warmup_fraction=0.1)
-    for step in (0, 5, 10, 30, 55, 99, 100, 150):
-        np.testing.assert_allclose(float(schedule(step)), float(reference(step)), atol=1e-6)
-    schedule.plan(20)
-    values = [float(schedule(step)) for step in (0, 1, 2, 11, 20, 40)]
-    np.testing.assert_allclose(values, [0.0, 0.5, 1.0, 0.5, 0.0, 0.0], atol=1e-6)
-    restored = PlannedWarmupCosine.from_config(schedule.get_config())
-    assert restored.get_config() == {"peak": 1.0, "total_steps": 20, "warmup_fraction": 0.1}
-
-
-def test_the_recipes_old_names_of_the_budget_and_its_schedule_still_work():
-    from keras_tfm.callbacks import TimeBudget
-
-    assert common.TimeBudget is TimeBudget and common.PlannedWarmupCosine is PlannedWarmupCosine
+    assert fitting.fit_verbosity() == 2
 
 
 @pytest.mark.every_backend  # on JAX it failed until the zero gradients were made with ops.zeros (zeros_like of a
@@ -195,7 +177,7 @@ def test_adamw_exempts_what_the_model_names_unless_told_to_decay_everything(deca
     model = TextClassifier.from_preset("tiny", vocab_size=20, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32)
     args = argparse.Namespace(learning_rate=1.0, warmup_fraction=0.0, weight_decay=0.5, clipnorm=0, accumulate_steps=1,
                               decay_all_weights=decay_all)
-    optimizer = common.adamw(args, total_steps=10, model=model)
+    optimizer = fitting.adamw(args, total_steps=10, model=model)
     gamma = model.encoder.get_layer("encoder_norm").gamma
     kernel = model.get_layer("head").kernel
     before = keras.ops.convert_to_numpy(gamma).copy(), keras.ops.convert_to_numpy(kernel).copy()
@@ -208,22 +190,22 @@ def test_recipes_compile_by_default_and_run_several_steps_per_execution():
     from recipes import reverse_digits
 
     args = reverse_digits.parse_args([])
-    options = common.compile_options(args)
+    options = fast_paths.compile_options(args)
     backend = keras.backend.backend()
     assert options == {"jit_compile": "auto", "steps_per_execution": 1 if backend == "torch" else 8}
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse", **options)
     assert model.jit_compile == (backend == "jax")  # Keras' "auto": jax.jit on JAX, no XLA on a CPU-only TF
-    assert common.compile_options(reverse_digits.parse_args(["--no-jit"]))["jit_compile"] is False
-    assert common.compile_options(reverse_digits.parse_args(["--jit"]))["jit_compile"] is True
-    assert common.compile_options(reverse_digits.parse_args(["--distribute", "mirrored"]))["steps_per_execution"] == 1
+    assert fast_paths.compile_options(reverse_digits.parse_args(["--no-jit"]))["jit_compile"] is False
+    assert fast_paths.compile_options(reverse_digits.parse_args(["--jit"]))["jit_compile"] is True
+    assert fast_paths.compile_options(reverse_digits.parse_args(["--distribute", "mirrored"]))["steps_per_execution"] == 1
     if backend == "torch":
         with pytest.raises(ValueError, match="--steps-per-execution 4.*one step per call"):
-            common.compile_options(reverse_digits.parse_args(["--steps-per-execution", "4"]))
+            fast_paths.compile_options(reverse_digits.parse_args(["--steps-per-execution", "4"]))
 
 
 def test_standard_callbacks_never_wait_for_every_step():
-    callbacks = common.standard_callbacks("unused")
+    callbacks = fitting.standard_callbacks("unused")
     assert not any(type(c) is keras.callbacks.TerminateOnNaN for c in callbacks)
     assert keras.callbacks.CallbackList(callbacks)._async_train == keras.src.backend.IS_THREAD_SAFE
 
@@ -235,7 +217,7 @@ def test_tensorflow_is_kept_off_the_gpus_unless_it_trains(backend, monkeypatch):
     hidden = []
     monkeypatch.setattr(keras.backend, "backend", lambda: backend)
     monkeypatch.setattr(tf.config, "set_visible_devices", lambda devices, kind: hidden.append((devices, kind)))
-    common.hide_gpus_from_tensorflow()
+    devices.hide_gpus_from_tensorflow()
     assert hidden == ([] if backend == "tensorflow" else [([], "GPU")])
 
 
@@ -259,7 +241,7 @@ def test_importing_common_hides_nothing_and_setup_hides_the_gpus(monkeypatch):
     from recipes import reverse_digits
 
     called = []
-    monkeypatch.setattr(common, "hide_gpus_from_tensorflow", lambda: called.append(True))
+    monkeypatch.setattr(devices, "hide_gpus_from_tensorflow", lambda: called.append(True))
     common.setup(reverse_digits.parse_args([]))
     assert called == [True]
 
@@ -270,7 +252,7 @@ def test_setup_prints_the_devices_it_trains_on(capsys):
     common.setup(reverse_digits.parse_args([]))
     out = capsys.readouterr().out
     assert f"{keras.backend.backend()} backend, training on " in out
-    assert any(device.split(" ")[0] in out for device in common.training_devices())
+    assert any(device.split(" ")[0] in out for device in devices.training_devices())
 
 
 @pytest.mark.every_backend
@@ -302,25 +284,25 @@ def test_without_a_measured_path_bfloat16_is_chosen_by_measuring_products(bfloat
 
 
 @pytest.mark.every_backend
-@pytest.mark.parametrize("units, recipe", [(units, recipe) for units in sorted(common.FAST_PATHS)
-                                           for recipe in sorted(common.FAST_PATHS[units])])
+@pytest.mark.parametrize("units, recipe", [(units, recipe) for units in sorted(fast_paths.FAST_PATHS)
+                                           for recipe in sorted(fast_paths.FAST_PATHS[units])])
 def test_on_a_cpu_with_bf16_units_each_recipe_takes_the_fast_path_measured_on_such_units(units, recipe, monkeypatch,
                                                                                          capsys):
     from keras_tfm import hardware
     from recipes import reverse_digits
 
     monkeypatch.setattr(hardware, "bf16_units", lambda: units)
-    monkeypatch.setattr(common, "on_gpu", lambda: False)
+    monkeypatch.setattr(devices, "on_gpu", lambda: False)
     monkeypatch.setattr(hardware, "matmul_gflops", lambda *a, **k: pytest.fail("measured, not looked up"))
     backend = keras.backend.backend()
-    policy, jit, _ = common.FAST_PATHS[units][recipe][backend]
+    policy, jit, _ = fast_paths.FAST_PATHS[units][recipe][backend]
     args = reverse_digits.parse_args([])
     common.setup(args, recipe)
     assert keras.config.dtype_policy().name == policy and args.jit is jit
     assert (f"{policy}, jit_compile={jit!r}: the fastest path measured for this model on {backend} with "
-            f"{common.UNITS_IN_WORDS[units]} (benchmarks/fast_path.py)") in capsys.readouterr().out
+            f"{fast_paths.UNITS_IN_WORDS[units]} (benchmarks/fast_path.py)") in capsys.readouterr().out
     # Under a tf.distribute strategy the table does not apply (it was measured on one device).
-    assert common.measured_fast_path(recipe, backend, "mirrored") is None
+    assert fast_paths.measured_fast_path(recipe, backend, "mirrored") is None
 
 
 @pytest.mark.every_backend
@@ -343,30 +325,30 @@ def test_a_faster_backend_is_named_at_the_start_never_switched_to(monkeypatch):
     from keras_tfm import hardware
 
     monkeypatch.setattr(hardware, "bf16_units", lambda: "avx512_bf16")
-    monkeypatch.setattr(common, "on_gpu", lambda: False)
-    monkeypatch.setattr(common, "FAST_PATHS", {"avx512_bf16": {"r": {"tensorflow": ("mixed_bfloat16", False, 10.0),
+    monkeypatch.setattr(devices, "on_gpu", lambda: False)
+    monkeypatch.setattr(fast_paths, "FAST_PATHS", {"avx512_bf16": {"r": {"tensorflow": ("mixed_bfloat16", False, 10.0),
                                                                      "jax": ("float32", True, 10.5),
                                                                      "torch": ("mixed_bfloat16", False, 16.0)}},
                                                "amx_bf16": {"r": {"tensorflow": ("mixed_bfloat16", False, 30.0),
                                                                   "jax": ("float32", True, 10.0),
                                                                   "torch": ("mixed_bfloat16", False, 20.0)}}})
-    hint = common.faster_backend_hint("r", "tensorflow")
+    hint = fast_paths.faster_backend_hint("r", "tensorflow")
     assert hint.startswith("note: KERAS_BACKEND=torch trains this model 1.6x as fast as tensorflow does")
     assert hint.endswith("this run stays on tensorflow, as set")
-    assert common.faster_backend_hint("r", "jax").startswith("note: KERAS_BACKEND=torch trains this model 1.5x")
-    assert common.faster_backend_hint("r", "torch") is None  # the fastest already
-    assert common.faster_backend_hint("other", "tensorflow") is None  # not measured
+    assert fast_paths.faster_backend_hint("r", "jax").startswith("note: KERAS_BACKEND=torch trains this model 1.5x")
+    assert fast_paths.faster_backend_hint("r", "torch") is None  # the fastest already
+    assert fast_paths.faster_backend_hint("other", "tensorflow") is None  # not measured
     monkeypatch.setattr(hardware, "bf16_units", lambda: "amx_bf16")  # that CPU's own table: TensorFlow is fastest
-    assert common.faster_backend_hint("r", "tensorflow") is None
-    assert common.faster_backend_hint("r", "jax").startswith("note: KERAS_BACKEND=tensorflow trains this model 3.0x")
+    assert fast_paths.faster_backend_hint("r", "tensorflow") is None
+    assert fast_paths.faster_backend_hint("r", "jax").startswith("note: KERAS_BACKEND=tensorflow trains this model 3.0x")
     monkeypatch.setattr(hardware, "bf16_units", lambda: None)  # no bf16 units: nothing measured applies
-    assert common.faster_backend_hint("r", "jax") is None
+    assert fast_paths.faster_backend_hint("r", "jax") is None
 
 
 def test_the_measured_fast_paths_name_the_benchmarks_setups():
     fast_path = load_script("benchmarks/fast_path.py")
-    assert set(common.FAST_PATHS) == set(common.UNITS_IN_WORDS) == {"amx_bf16", "avx512_bf16"}
-    for table in common.FAST_PATHS.values():
+    assert set(fast_paths.FAST_PATHS) == set(fast_paths.UNITS_IN_WORDS) == {"amx_bf16", "avx512_bf16"}
+    for table in fast_paths.FAST_PATHS.values():
         assert set(table) == {recipe for recipe, _, _ in fast_path.SETUPS.values()}
         for paths in table.values():
             assert set(paths) == {"tensorflow", "jax", "torch"}

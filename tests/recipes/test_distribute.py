@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from keras_tfm.data import digits
-from recipes import common, flags
+from recipes import common, devices, flags
 from tests.helpers import epochs_in
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -116,18 +116,18 @@ def test_two_workers_killed_and_restarted_resume_at_the_interrupted_epoch_and_en
 # JAX: `--distribute data_parallel` over two host devices; XLA_FLAGS must be set before JAX is imported.
 DATA_PARALLEL = textwrap.dedent("""
     import json, keras, numpy as np
-    from recipes import common
+    from recipes import devices
     from tests.helpers import reverse_digits, small_reverser
 
     source, target = reverse_digits(16, seed=0)
     results = {}
     for name in ("none", "data_parallel"):  # "none" first: data_parallel sets the global distribution
         keras.utils.set_random_seed(0)
-        strategy = common.distribution_strategy(name)
-        with common.strategy_scope(strategy):
+        strategy = devices.distribution_strategy(name)
+        with devices.strategy_scope(strategy):
             model = small_reverser()
             model.compile_for_training(optimizer=keras.optimizers.SGD(0.5))
-        data = common.fit_data(strategy, (source, target[:, :-1]), target[:, 1:], batch_size=16)
+        data = devices.fit_data(strategy, (source, target[:, :-1]), target[:, 1:], batch_size=16)
         history = model.fit(**data, epochs=1, shuffle=False, verbose=0)  # one step on the global batch of 16
         results[name] = {"loss": history.history["loss"][0],
                          "weights": [np.asarray(w).tolist() for w in model.get_weights()]}
@@ -164,18 +164,18 @@ def test_jax_data_parallel_step_on_two_devices_equals_one_device():
 def test_a_strategy_the_backend_lacks_is_a_clear_error(monkeypatch, backend, name, fits):
     monkeypatch.setattr(keras.backend, "backend", lambda: backend)
     with pytest.raises(ValueError, match=f"--distribute {name}") as error:
-        common.distribution_strategy(name)
+        devices.distribution_strategy(name)
     assert f"the backend is {backend}" in str(error.value) and fits in str(error.value)
 
 
 def test_an_unknown_strategy_is_a_clear_error():
     with pytest.raises(ValueError, match="`distribute` must be one of .*'data_parallel'.*Received: 'ring'"):
-        common.distribution_strategy("ring")
+        devices.distribution_strategy("ring")
 
 
 def test_a_non_chief_worker_writes_beside_the_run_and_finish_deletes_its_folder(tmp_path, monkeypatch, capsys):
     run = tmp_path / "run"
-    monkeypatch.setattr(common, "_non_chief_worker", ("worker", 1))
+    monkeypatch.setattr(devices, "_non_chief_worker", ("worker", 1))
     own = common.output_directory("reverse_digits", str(run))
     assert own == f"{run}.worker_1" and os.path.isdir(own) and not run.exists()
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
@@ -195,10 +195,10 @@ def test_fit_data_gives_arrays_without_a_strategy_and_sharded_global_batches_wit
     import tensorflow as tf
 
     x, y = np.arange(10, dtype="float32")[:, None], np.arange(10, dtype="float32")
-    plain = common.fit_data(None, x, y, 4, validation_data=(x, y), validation_batch_size=2)
+    plain = devices.fit_data(None, x, y, 4, validation_data=(x, y), validation_batch_size=2)
     assert plain["x"] is x and plain["y"] is y and plain["batch_size"] == 4 and plain["validation_batch_size"] == 2
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
-    data = common.fit_data(strategy, x, y, 4, validation_data=(x, y), seed=3)
+    data = devices.fit_data(strategy, x, y, 4, validation_data=(x, y), seed=3)
     assert data["shuffle"] is False and set(data) == {"x", "shuffle", "validation_data"}
     for dataset, shuffled in ((data["x"], True), (data["validation_data"], False)):
         assert dataset.options().experimental_distribute.auto_shard_policy == tf.data.experimental.AutoShardPolicy.DATA
@@ -206,4 +206,4 @@ def test_fit_data_gives_arrays_without_a_strategy_and_sharded_global_batches_wit
         assert [len(b) for b in batches] == [4, 4, 2]  # global batches
         assert (sorted(np.concatenate(batches)) == y).all() and shuffled != (np.concatenate(batches) == y).all()
     pipeline = tf.data.Dataset.from_tensor_slices((x, y)).batch(4)
-    assert common.fit_data(None, pipeline) == {"x": pipeline, "shuffle": False}
+    assert devices.fit_data(None, pipeline) == {"x": pipeline, "shuffle": False}

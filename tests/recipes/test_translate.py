@@ -8,7 +8,7 @@ import pytest
 from keras_tfm.data import translation
 from keras_tfm.text import Translator, corpus_bleu
 from keras_tfm.schedules import InverseSquareRootWarmup
-from recipes import common, translate
+from recipes import fitting, translate
 from recipes.common import read_history
 from tests.data.samples import make_corpus, write_multi30k_folder
 from tests.helpers import epochs_in
@@ -47,11 +47,11 @@ def test_a_resumed_run_reuses_its_saved_tokenizers(tmp_path):
 
 
 def test_schedule_flag_picks_the_learning_rate_schedule():
-    assert translate.learning_rate_schedule(translate.parse_args([]), 1000) is None  # common.adamw's cosine
+    assert translate.learning_rate_schedule(translate.parse_args([]), 1000) is None  # fitting.adamw's cosine
     args = translate.parse_args(["--schedule", "inverse_sqrt", "--learning-rate", "2e-3", "--warmup-fraction", "0.04"])
     schedule = translate.learning_rate_schedule(args, 1000)
     assert isinstance(schedule, InverseSquareRootWarmup) and schedule.get_config() == {"peak": 2e-3, "warmup_steps": 40}
-    optimizer = common.adamw(args, 1000, schedule=schedule)
+    optimizer = fitting.adamw(args, 1000, schedule=schedule)
     assert float(keras.ops.convert_to_numpy(optimizer.learning_rate)) == pytest.approx(2e-3 / 40)  # update 1 of 40
 
 

@@ -1,0 +1,93 @@
+"""How every recipe trains: AdamW with warm-up and cosine decay from the shared flags, and the standard callbacks
+(resume, checkpoint, log, stop on NaN) that keep a run folder consistent when a run is interrupted.
+"""
+
+import math
+import os
+import sys
+
+import keras
+
+from keras_tfm.callbacks import TerminateOnNaN
+from recipes import runs
+
+
+def warmup_cosine(peak, total_steps, warmup_fraction=0.1):
+    """Linear warm-up to `peak` over the first `warmup_fraction` of the steps, then cosine decay to 0."""
+    warmup = int(total_steps * warmup_fraction)
+    return keras.optimizers.schedules.CosineDecay(
+        0.0 if warmup else peak, decay_steps=max(total_steps - warmup, 1), warmup_target=peak if warmup else None,
+        warmup_steps=warmup,
+    )
+
+
+def optimizer_options(args):
+    """The keyword arguments every recipe's optimizer takes from the shared flags: `--clipnorm` (0 = none) and
+    `--accumulate-steps` (1 = none)."""
+    return {"clipnorm": args.clipnorm or None,
+            "gradient_accumulation_steps": args.accumulate_steps if args.accumulate_steps > 1 else None}
+
+
+def adamw(args, total_steps, model=None, schedule=None, **kwargs):
+    """AdamW from the recipe flags: warm-up + cosine decay to `--learning-rate` over `total_steps` batches (or
+    `schedule`), `--weight-decay`, `--clipnorm`, `--accumulate-steps`; `kwargs` (e.g. `beta_2`) go to
+    `keras.optimizers.AdamW`.
+
+    Weight decay skips the model's exempt weights (`model.weight_decay_exempt_variables()`: biases, norms, the
+    tables `model.no_weight_decay()` names), unless `--decay-all-weights`."""
+    if schedule is None:
+        schedule = warmup_cosine(args.learning_rate, total_steps, args.warmup_fraction)
+    optimizer = keras.optimizers.AdamW(schedule, weight_decay=args.weight_decay, **optimizer_options(args), **kwargs)
+    if model is not None and not getattr(args, "decay_all_weights", False):
+        model.exclude_from_weight_decay(optimizer)
+    return optimizer
+
+
+# An epoch's files are written together: a Ctrl-C or SIGTERM arriving between the backup's start and the log
+# row's end takes effect after the row (`runs.hold`), so the backup and history.csv never disagree.
+
+
+class _EpochBackupAndRestore(keras.callbacks.BackupAndRestore):
+    async_safe = True  # saves at epoch ends (save_freq="epoch"): its batch hook only returns
+
+    def on_epoch_end(self, epoch, logs=None):
+        runs.hold()  # released by _CSVLogger, the last of the three
+        super().on_epoch_end(epoch, logs)
+
+
+class _EpochModelCheckpoint(keras.callbacks.ModelCheckpoint):
+    async_safe = True  # the same: nothing happens at a batch's end
+
+
+class _CSVLogger(keras.callbacks.CSVLogger):
+    def on_epoch_end(self, epoch, logs=None):
+        try:
+            super().on_epoch_end(epoch, logs)
+        finally:
+            runs.release()
+
+
+def standard_callbacks(output_dir, extra=()):
+    """Resume, checkpoint, log and stop-on-NaN callbacks, in the order that keeps `history.csv` free of
+    repeated epochs: the backup is written before the epoch's CSV row.
+
+    None of them looks at a batch: the training loop never waits for a step to finish, and on JAX and PyTorch
+    Keras keeps its asynchronous callback dispatch on (Keras' BackupAndRestore and ModelCheckpoint turn it off
+    by having a batch hook at all, even one that does nothing at save_freq="epoch"; TerminateOnNaN by reading the
+    loss after every step)."""
+    return [
+        _EpochBackupAndRestore(os.path.join(output_dir, "backup")),
+        _EpochModelCheckpoint(os.path.join(output_dir, "checkpoint.keras")),
+        _CSVLogger(os.path.join(output_dir, "history.csv"), append=True),
+        TerminateOnNaN(),  # at epoch ends: not Keras' own, which waits for every step to finish
+        *extra,
+    ]
+
+
+def steps_per_epoch(samples, batch_size):
+    return max(1, math.ceil(samples / batch_size))
+
+
+def fit_verbosity():
+    """Keras' progress bar on a terminal (`verbose=1`), one line per epoch in a log file or pipe (`verbose=2`)."""
+    return 1 if sys.stdout.isatty() else 2
