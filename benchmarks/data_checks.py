@@ -32,6 +32,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared timing loop
+import timing  # noqa: E402
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -95,19 +97,6 @@ def pipeline_microseconds(model, dataset, checked, repeats=5):
     return best
 
 
-def alternating_rounds(seconds_of, rounds):
-    """`{False: [seconds...], True: [seconds...]}`: `seconds_of(flag)` for both flags, in alternating order (ABAB,
-    then BABA) so that a slow minute of the machine falls on both alike, after one warm-up round of each that
-    compiles (or traces) and is not kept."""
-    times = {False: [], True: []}
-    for round_index in range(rounds + 1):
-        for flag in (False, True) if round_index % 2 == 0 else (True, False):
-            seconds = seconds_of(flag)
-            if round_index:
-                times[flag].append(seconds)
-    return times
-
-
 def own_model(check_ids, vocab=20000, length=256, dim=64):
     keras.utils.set_random_seed(0)
     inputs = keras.Input((length,), dtype="int32")
@@ -163,7 +152,7 @@ def own_model_table(steps, rounds, batch=64, length=256, vocab=20000):
         models[check_ids].fit(x, y, batch_size=batch, epochs=1, verbose=0, callbacks=[timer])
         return timer.seconds
 
-    times = alternating_rounds(epoch_seconds_of, rounds)
+    times = timing.interleaved(epoch_seconds_of, (False, True), rounds)
     plain, checked = statistics.median(times[False]), statistics.median(times[True])
     print("| model | check_ids=False (steps/s) | check_ids=True (steps/s) | cost per step |")
     print("|---|---|---|---|")
@@ -182,7 +171,7 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per setup (after one warm-up)")
     parser.add_argument("--models", nargs="+", choices=sorted(SETUPS), default=sorted(SETUPS))
     parser.add_argument("--own", action="store_true", help="time a user's own model's in-step id check instead")
-    args = parser.parse_args(argv)
+    args = timing.parse_args(parser, argv, quick=dict(steps=2, rounds=1, models=["reverse_digits tiny"]))
     print(f"{keras.backend.backend()} backend, {args.steps} steps per epoch, {args.rounds} rounds, median")
     if args.own:
         own_model_table(args.steps, args.rounds)
@@ -192,7 +181,7 @@ def main(argv=None):
     print("|---|---|---|---|---|")
     for name in args.models:
         model, dataset = SETUPS[name](args.steps)
-        times = alternating_rounds(lambda checked: epoch_seconds(model, dataset, checked), args.rounds)
+        times = timing.interleaved(lambda checked: epoch_seconds(model, dataset, checked), (False, True), args.rounds)
         plain, checked = statistics.median(times[False]), statistics.median(times[True])
         alone = [pipeline_microseconds(model, dataset, flag) for flag in (False, True)]
         print(f"| {name} | {args.steps / plain:.1f} | {args.steps / checked:.1f} | {checked / plain - 1:+.1%} | "

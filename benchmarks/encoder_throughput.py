@@ -12,10 +12,13 @@ Prints sequences/s and the ratio of ours to each.
 
 import argparse
 import os
+import sys
 import statistics
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared timing loop
+import timing  # noqa: E402
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -65,7 +68,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=5, help="timed steps per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-jit", dest="jit", action="store_false", help="run without XLA compilation")
-    args = parser.parse_args(argv)
+    args = timing.parse_args(parser, argv, quick=dict(batch=4, length=16, dim=32, heads=2, mlp_dim=64, depth=1,
+                                                      steps=1, rounds=1))
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(args.batch, args.length, args.dim)).astype("float32")
@@ -87,17 +91,8 @@ def main(argv=None):
             model.train_on_batch(x, y)
         models[name] = model
 
-    seconds = {name: [] for name in models}
-    names = list(models)
-    for round_index in range(args.rounds):
-        shift = round_index % len(names)  # rotate who goes first, so no model always runs first
-        for name in names[shift:] + names[:shift]:
-            model = models[name]
-            start = time.perf_counter()
-            for _ in range(args.steps):
-                loss = model.train_on_batch(x, y)
-            float(np.asarray(loss))  # make sure the work is done
-            seconds[name].append((time.perf_counter() - start) / args.steps)
+    seconds = timing.timed_rounds({name: (lambda model=model: model.train_on_batch(x, y)) for name, model in models.items()},
+                                  args.rounds, repeats=args.steps, warmup=False)
 
     print(
         f"\nforward+backward, {keras.backend.backend()} backend, jit_compile={args.jit}, batch {args.batch}, "

@@ -39,10 +39,12 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared timing loop
+import timing  # noqa: E402
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -169,7 +171,8 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-xla", dest="xla", action="store_false",
                         help="run the keras-hub graph without XLA (keras_tfm's generate always uses it)")
-    args = parser.parse_args(argv)
+    args = timing.parse_args(parser, argv, quick=dict(batch=2, source_length=8, new_tokens=4, vocab=50, dim=32,
+                                                      depth=1, heads=2, mlp_dim=64, beams=2, rounds=1))
     if args.new_tokens < 2:
         parser.error("--new-tokens must be at least 2")
 
@@ -229,12 +232,7 @@ def main(argv=None):
         if count != args.batch * args.new_tokens:
             print(f"WARNING: {name} generated {count} of {args.batch * args.new_tokens} tokens")
 
-    seconds = {name: [] for name in runs}
-    for _ in range(args.rounds):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            run()  # returns NumPy arrays: the work is done
-            seconds[name].append(time.perf_counter() - start)
+    seconds = timing.timed_rounds(runs, args.rounds, warmup=False)  # each run returns NumPy arrays: the work is done
 
     labels = {
         CACHED: "keras_tfm greedy, use_cache=True",

@@ -22,9 +22,13 @@ that slows down affects all three alike. Prints tokens/s and ours / theirs.
 import argparse
 import os
 import statistics
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared timing loop
+import timing  # noqa: E402
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -200,10 +204,14 @@ def main(argv=None):
     parser.add_argument("--jit", action="store_true", help="compile the Keras training steps with XLA")
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="threads per operation, the same for TensorFlow (intra-op) and PyTorch")
-    args = parser.parse_args(argv)
+    args = timing.parse_args(parser, argv, quick=dict(batch=2, context=8, dim=32, heads=2, depth=1, steps=1,
+                                                      generations=1, rounds=1))
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)  # before TensorFlow runs anything
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)  # before TensorFlow runs anything
+    except RuntimeError:  # TensorFlow already runs (main called from a test): its pools stay as they are
+        pass
     try:
         import torch
 
@@ -233,19 +241,14 @@ def main(argv=None):
             train_step(x, y)
             generate(prompt, new_tokens)
 
-    train_seconds, train_cpu = {name: [] for name in models}, {name: [] for name in models}
-    generate_seconds, generate_cpu = {name: [] for name in models}, {name: [] for name in models}
-    names = list(models)
-    for round_index in range(args.rounds):
-        shift = round_index % len(names)  # rotate who goes first
-        for name in names[shift:] + names[:shift]:
-            _, _, train_step, generate = models[name]
-            wall, cpu = timed(lambda: train_step(x, y), args.steps)  # each step returns the loss value
-            train_seconds[name].append(wall)
-            train_cpu[name].append(cpu)
-            wall, cpu = timed(lambda: generate(prompt, new_tokens), args.generations)
-            generate_seconds[name].append(wall)
-            generate_cpu[name].append(cpu)
+    def measure(name):  # (training wall, CPU; generation wall, CPU) seconds; each step returns the loss value
+        _, _, train_step, generate = models[name]
+        return (*timed(lambda: train_step(x, y), args.steps),
+                *timed(lambda: generate(prompt, new_tokens), args.generations))
+
+    rounds = timing.interleaved(measure, models, args.rounds, warmup=False)
+    train_seconds, train_cpu, generate_seconds, generate_cpu = (
+        {name: [values[i] for values in rounds[name]] for name in models} for i in range(4))
 
     print(
         f"\n{keras.backend.backend()} backend (Keras jit_compile={args.jit}), torch {torch_version}; "

@@ -25,6 +25,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo: `tests` for the data
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared --quick flag
+import timing  # noqa: E402
 
 
 def gradient_weighted_rollout(model, images):
@@ -58,7 +60,7 @@ def main(argv=None):
     parser.add_argument("--samples", type=int, default=6000)
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--held-out", type=int, default=64)
-    args = parser.parse_args(argv)
+    args = timing.parse_args(parser, argv, quick=dict(image_size=16, samples=64, epochs=1, held_out=8))
 
     import keras
 

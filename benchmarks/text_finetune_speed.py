@@ -14,8 +14,12 @@ Needs `pip install transformers torch`.
 """
 
 import argparse
+import json
 import os
-import time
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared timing loop
+import timing  # noqa: E402
 
 import numpy as np
 
@@ -39,7 +43,7 @@ def main(argv=None):
     parser.add_argument("--jit", choices=("both", "on", "off"), default=None,
                         help="ours with jit_compile True and/or False (default: both; off on PyTorch, where it means "
                              "torch.compile)")
-    args = parser.parse_args(argv)
+    args = timing.parse_args(parser, argv, quick=dict(batch_size=2, length=16, rounds=1, steps=1))
 
     import keras
     import torch
@@ -59,8 +63,10 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     b, n = args.batch_size, args.length
     lengths = np.minimum(rng.integers(n // 3, 2 * n, b), n)  # IMDB at 256 pieces: about 40% of reviews are cut
-    ids = rng.integers(1000, 30000, (b, n)).astype("int32")
-    ids[:, 0] = 101
+    with open(os.path.join(args.pretrained, "config.json"), encoding="utf-8") as file:
+        vocab_size = json.load(file)["vocab_size"]
+    ids = rng.integers(min(1000, vocab_size // 2), min(30000, vocab_size), (b, n)).astype("int32")
+    ids[:, 0] = min(101, vocab_size - 1)  # [CLS] in BERT's vocabulary
     mask = (np.arange(n)[None, :] < lengths[:, None]).astype("int32")
     ids = ids * mask
     labels = rng.integers(0, 2, b)
@@ -108,13 +114,7 @@ def main(argv=None):
     for step in steps.values():  # compile / warm up
         step()
         step()
-    times = {name: [] for name in steps}
-    for _ in range(args.rounds):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            for _ in range(args.steps):
-                step()
-            times[name].append((time.perf_counter() - start) / args.steps)
+    times = timing.timed_rounds(steps, args.rounds, repeats=args.steps, warmup=False)
 
     reference_seconds = np.median(times[theirs])
     print(f"\nbatch {b} x {n} word pieces, {os.cpu_count()} cores, median of {args.rounds} rounds of {args.steps} steps")

@@ -21,11 +21,14 @@ Differences the APIs leave:
 
 import argparse
 import os
+import sys
 import statistics
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared timing loop
+import timing  # noqa: E402
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -111,14 +114,8 @@ def main(argv=None):
     if params[OURS] != params[THEIRS]:
         print(f"WARNING: the parameter counts differ: {params}")
 
-    seconds = {name: [] for name in models}
-    for _ in range(args.rounds):
-        for name, model in models.items():
-            start = time.perf_counter()
-            for _ in range(args.steps):
-                loss = model.train_on_batch(images, labels)
-            float(np.asarray(loss))  # make sure the work is done
-            seconds[name].append((time.perf_counter() - start) / args.steps)
+    steps = {name: (lambda model=model: model.train_on_batch(images, labels)) for name, model in models.items()}
+    seconds = timing.timed_rounds(steps, args.rounds, repeats=args.steps, warmup=False)
 
     print(
         f"\nViT training, {keras.backend.backend()} backend, jit_compile={args.jit}, batch {args.batch}, "
