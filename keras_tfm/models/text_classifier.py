@@ -40,7 +40,10 @@ class TextClassifier(TextTask, ParameterEfficient, PresetModel, keras.Model):
         num_classes: number of output classes.
         pool: `"cls"` (the first state: a learned [CLS] token the encoder prepends with `class_token=True`, or a
             pretrained tokenizer's [CLS]), `"mean"` (masked mean of the token states) or `"pooler"` (the
-            encoder's pooler, BERT's).
+            encoder's pooler, BERT's). None (default): what the encoder has, `"pooler"` with a pooler, `"cls"`
+            with a learned [CLS] token, else `"mean"`, so a classifier never reads the first word of a text
+            without asking. A pretrained DistilBERT's or RoBERTa's own [CLS] token: pass `"cls"` (as
+            `from_pretrained` does).
         dropout: dropout rate before the head.
         head_activation: activation of the head (`None` = logits, `"softmax"` = probabilities). The old name
             `activation` still works, with a DeprecationWarning, for one release.
@@ -64,11 +67,13 @@ class TextClassifier(TextTask, ParameterEfficient, PresetModel, keras.Model):
     PRESETS = TEXT_CLASSIFIER_PRESETS
     SHARED_WITH_ENCODER = ("dropout", "dtype")  # from_preset's: the head's dropout and the encoder's
 
-    def __init__(self, encoder=None, num_classes=2, pool="cls", dropout=0.1, head_activation=None, **kwargs):
+    def __init__(self, encoder=None, num_classes=2, pool=None, dropout=0.1, head_activation=None, **kwargs):
         head_activation = self.renamed_argument(kwargs, "activation", head_activation, None)
         encoder = task_encoder(type(self), encoder, kwargs)
         self.check_keywords(kwargs)
         kwargs.setdefault("name", "text_classifier")
+        if pool is None:  # what the encoder has; never the first word of a text unasked
+            pool = "pooler" if encoder.pooler else "cls" if encoder.class_token else "mean"
         _checks.one_of("pool", pool, POOLS)
         _checks.positive_int("num_classes", num_classes)
         if pool == "pooler" and not encoder.pooler:
@@ -99,7 +104,7 @@ class TextClassifier(TextTask, ParameterEfficient, PresetModel, keras.Model):
 
     @classmethod
     def preset_encoder_arguments(cls, task_args):
-        return {"class_token": task_args.get("pool", "cls") == "cls"}  # the [CLS] token "cls" pooling reads
+        return {"class_token": task_args.get("pool") in (None, "cls")}  # presets pool a learned [CLS] by default
 
     @classmethod
     def from_config(cls, config):
@@ -157,7 +162,8 @@ class TextClassifier(TextTask, ParameterEfficient, PresetModel, keras.Model):
             encoder: a `TextEncoder`, or a model with one as `.encoder` (e.g. a `MaskedLanguageModel` from
                 `keras.saving.load_model("encoder.keras")`).
             num_classes: number of output classes.
-            **kwargs: the head's arguments (`pool`: default "cls", "mean" for a masked LM's encoder; `dropout`,
+            **kwargs: the head's arguments (`pool`: by default what the encoder has, as in the constructor;
+                "mean" for a masked LM's encoder; `dropout`,
                 `head_activation`, `name`); the encoder's own
                 arguments (`dim`, `depth`...) cannot be changed here.
         """

@@ -117,3 +117,18 @@ def test_keras_files_of_release_0_1_load_with_their_weights(name):
     inputs = {"token_ids": ids, "mask_positions": np.array([[1, 2]], "int32")} if name == "masked_lm" else ids
     np.testing.assert_allclose(to_numpy(model(inputs)), np.load(folder / "outputs.npz")[name], atol=1e-6)
     assert "vocab_size" not in model.get_config() and model.encoder.vocab_size == 20
+
+
+def test_the_default_pooling_is_what_the_encoder_has_never_the_first_word():
+    """pool=None reads the pooler where the encoder has one, a learned [CLS] token where it prepends one, and
+    otherwise the mean: an encoder without a [CLS] token of its own never has its first word read as the text."""
+    from keras_tfm.models import TextEncoder
+
+    sizes = dict(vocab_size=30, max_length=12, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    assert TextClassifier(TextEncoder(**sizes)).pool == "mean"
+    assert TextClassifier(TextEncoder(**sizes, class_token=True)).pool == "cls"
+    assert TextClassifier(TextEncoder(**sizes, pooler=True)).pool == "pooler"
+    assert TextClassifier.from_preset("tiny", vocab_size=30, max_length=12).pool == "cls"  # with a learned [CLS]
+    model = TextClassifier(TextEncoder(**sizes, dropout=0.0), dropout=0.0)
+    rebuilt = TextClassifier.from_config(model.get_config())
+    assert rebuilt.pool == "mean" and rebuilt.get_config() == model.get_config()
