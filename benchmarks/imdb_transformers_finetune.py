@@ -17,9 +17,14 @@ with AMX-BF16 units and on GPUs; on CPUs without bf16 units it is emulated and f
 import argparse
 import json
 import math
+import os
+import sys
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared --quick flag
+import timing  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 
 def main(argv=None):
@@ -42,7 +47,8 @@ def main(argv=None):
     parser.add_argument("--bf16", action="store_true", help="torch.autocast(bfloat16)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default="transformers_finetune.json")
-    args = parser.parse_args(argv)
+    args = timing.parse_args(parser, argv, quick=dict(train_samples=24, test_samples=8, sequence_length=32,
+                                                      batch_size=8, parts_per_epoch=1))
 
     import torch
     import transformers
@@ -103,7 +109,7 @@ def main(argv=None):
             scheduler.step()
             optimizer.zero_grad()
             step_times.append(time.perf_counter() - tick)
-            losses.append(float(out.loss))
+            losses.append(float(out.loss.detach()))
             step += 1
             if step % 20 == 0:
                 print(f"step {step}/{total}  loss {np.mean(losses[-20:]):.4f}  {np.median(step_times[-20:]):.2f} s/step",

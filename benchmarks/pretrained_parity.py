@@ -12,9 +12,13 @@ import argparse
 import glob
 import json
 import os
+import sys
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared --quick flag
+import timing  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 SENTENCES = ["A wonderful, moving film.", "Dull and far too long; I left after an hour and never looked back.", "ok",
              "The actors were great but the plot made no sense at all.", "Café naïve — résumé!", "I loved it!!!"]
@@ -27,7 +31,7 @@ def main(argv=None):
     parser.add_argument("--reviews", type=int, default=64)
     parser.add_argument("--length", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=16)
-    args = parser.parse_args(argv)
+    args = timing.parse_args(parser, argv, quick=dict(reviews=4, length=32, batch_size=4))
 
     import keras
     import torch

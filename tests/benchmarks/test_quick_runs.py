@@ -1,8 +1,9 @@
 """The benchmarks' `--quick` runs: tiny sizes, one round, in this process. It checks that each script still
 runs against today's library and prints its table; the numbers mean nothing (docs/results.md has the real runs).
 The benchmarks that need data or a GPU have their own tests here (cifar10_budget, fast_path, gpu_check,
-translate_ablation); vit_throughput needs keras-hub, which CI does not install; the IMDB ones and pretrained_parity need
-the real data or checkpoint (docs/results.md says how to run them)."""
+translate_ablation); the two that compare with `transformers` run on a tiny BERT it writes and a tiny aclImdb folder.
+Left out: vit_throughput (keras-hub, which CI does not install), imdb_baselines and imdb_attention_change (the real
+reviews, a finished fine-tune) and explorer_page_size (no timing: the page sizes of fixed shapes)."""
 
 import pytest
 
@@ -38,3 +39,34 @@ def test_the_fine_tuning_step_benchmark_runs_against_transformers(tmp_path, caps
                                                             "--precision", "float32", "--jit", "off"])
     out = capsys.readouterr().out
     assert "ours/theirs" in out and "transformers" in out, out[-2000:]
+
+
+def test_the_parity_benchmark_finds_a_loaded_checkpoint_equal_to_transformers(tmp_path, capsys):
+    """benchmarks/pretrained_parity.py on a tiny random BERT and a tiny aclImdb folder: the ids are transformers'
+    own and the states, the pooler and every attention map agree to float32 rounding."""
+    from tests.data.samples import write_acl_imdb
+    from tests.pretrained_checkpoints import write_checkpoint
+
+    folder, _ = write_checkpoint(tmp_path / "bert", "bert")
+    imdb = write_acl_imdb(tmp_path / "aclImdb", per_class=4)
+    report = load_script("benchmarks/pretrained_parity.py").main(["--quick", "--pretrained", str(folder),
+                                                                  "--imdb-dir", str(imdb)])
+    assert report["tokenizer_ids_identical"] and report["texts"] > 6
+    assert max(report["max_abs_difference_at_real_tokens"].values()) < 1e-4
+
+
+def test_the_transformers_fine_tune_reference_runs_on_the_recipes_reviews(tmp_path, capsys):
+    """benchmarks/imdb_transformers_finetune.py (the reference beside the recipe's fine-tune) on a tiny BERT and a
+    tiny aclImdb folder: it trains and writes its JSON."""
+    import json
+
+    from tests.data.samples import write_acl_imdb
+    from tests.pretrained_checkpoints import write_checkpoint
+
+    folder, _ = write_checkpoint(tmp_path / "bert", "bert")
+    imdb = write_acl_imdb(tmp_path / "aclImdb", per_class=16)
+    output = tmp_path / "reference.json"
+    load_script("benchmarks/imdb_transformers_finetune.py").main(["--quick", "--pretrained", str(folder), "--imdb-dir",
+                                                                  str(imdb), "--output", str(output)])
+    result = json.loads(output.read_text())
+    assert 0.0 <= result["test_accuracy"] <= 1.0, result
