@@ -9,7 +9,7 @@ review's prediction does not depend on how much padding its batch needed.
 
 The classifier is a task on a backbone (keras-hub's split): it takes a `TextEncoder` and adds the head. Three ways
 to get the encoder: a named size (`TextClassifier.from_preset("small", vocab_size=..., max_length=...)` builds
-`TextEncoder.from_preset` first, trained from scratch), one you built or pre-trained (`TextClassifier(encoder)`,
+a `TextEncoder` of that size first, trained from scratch), one you built or pre-trained (`TextClassifier(encoder)`,
 `from_encoder(mlm)` after masked-LM pre-training) or a pretrained checkpoint (`from_pretrained(folder)`: BERT,
 DistilBERT, RoBERTa).
 """
