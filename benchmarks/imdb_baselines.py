@@ -25,11 +25,15 @@ import glob
 import json
 import os
 import re
+import sys
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared --quick flag
+import timing  # noqa: E402
 
-from keras_tfm.data import stratified_split
+import numpy as np  # noqa: E402
+
+from keras_tfm.data import stratified_split  # noqa: E402
 
 
 def read_split(imdb_dir, split):
@@ -153,7 +157,7 @@ def recipe_reviews(imdb_dir, seed, train_samples, test_samples):
     return (list(texts), np.asarray(labels)), (list(test_texts), np.asarray(test_labels))
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--imdb-dir", required=True, help="an unpacked aclImdb folder (with train/ and test/)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the held-out split (the recipe's --seed)")
@@ -164,7 +168,7 @@ def main():
     parser.add_argument("--neural", action="store_true", help="also the BiLSTM and the CNN (Kim 2014)")
     parser.add_argument("--no-tfidf", action="store_true", help="leave out TF-IDF + logistic regression")
     parser.add_argument("--epochs", type=int, default=3, help="most epochs of the networks (the best one is kept)")
-    args = parser.parse_args()
+    args = timing.parse_args(parser, argv, quick=dict(epochs=1))
     if args.train_samples or args.test_samples:
         train, test = recipe_reviews(args.imdb_dir, args.seed, args.train_samples, args.test_samples)
         rows = []

@@ -1,9 +1,9 @@
 """The benchmarks' `--quick` runs: tiny sizes, one round, in this process. It checks that each script still
 runs against today's library and prints its table; the numbers mean nothing (docs/results.md has the real runs).
 The benchmarks that need data or a GPU have their own tests here (cifar10_budget, fast_path, gpu_check,
-translate_ablation); the two that compare with `transformers` run on a tiny BERT it writes and a tiny aclImdb folder.
-Left out: vit_throughput (keras-hub, which CI does not install), imdb_baselines and imdb_attention_change (the real
-reviews, a finished fine-tune) and explorer_page_size (no timing: the page sizes of fixed shapes)."""
+translate_ablation); the ones that read IMDB or compare with `transformers` run on a tiny aclImdb folder and a
+tiny BERT that `transformers` writes. Left out: vit_throughput (keras-hub, which CI does not install), imdb_attention_change (a finished fine-tune) and
+explorer_page_size (no timing: the page sizes of fixed shapes)."""
 
 import pytest
 
@@ -70,3 +70,14 @@ def test_the_transformers_fine_tune_reference_runs_on_the_recipes_reviews(tmp_pa
                                                                   str(imdb), "--output", str(output)])
     result = json.loads(output.read_text())
     assert 0.0 <= result["test_accuracy"] <= 1.0, result
+
+
+def test_the_neural_imdb_baselines_run_on_the_recipes_reviews(tmp_path, capsys):
+    """benchmarks/imdb_baselines.py's CNN and BiLSTM on a tiny aclImdb folder (TF-IDF needs scikit-learn, which CI
+    does not install): each trains and is scored on the test reviews."""
+    from tests.data.samples import write_acl_imdb
+
+    imdb = write_acl_imdb(tmp_path / "aclImdb", per_class=16)
+    load_script("benchmarks/imdb_baselines.py").main(["--quick", "--neural", "--no-tfidf", "--imdb-dir", str(imdb)])
+    out = capsys.readouterr().out
+    assert "kim_cnn" in out and "bilstm" in out and "test accuracy" in out, out[-2000:]
