@@ -2,8 +2,8 @@
 runs against today's library and prints its table; the numbers mean nothing (docs/results.md has the real runs).
 The benchmarks that need data or a GPU have their own tests here (cifar10_budget, fast_path, gpu_check,
 translate_ablation); the ones that read IMDB or compare with `transformers` run on a tiny aclImdb folder and a
-tiny BERT that `transformers` writes. Left out: vit_throughput (keras-hub, which CI does not install), imdb_attention_change (a finished fine-tune) and
-explorer_page_size (no timing: the page sizes of fixed shapes)."""
+tiny BERT that `transformers` writes. Left out: vit_throughput (keras-hub, which CI does not install),
+imdb_attention_change (a finished fine-tune) and explorer_page_size (no timing: the page sizes of fixed shapes)."""
 
 import pytest
 
