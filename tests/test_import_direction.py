@@ -26,7 +26,7 @@ ALLOWED = {
     "patch_grid": set(),
     "callbacks": {"callbacks", "layers", "attention_probe", "attribution", "visualize", "explorer",
                   "_keras_workarounds"},
-    "text": {"layers", "models", "attention_probe", "text", "data", "presets"},  # data: the IMDB standardiser
+    "text": {"layers", "models", "attention_probe", "text", "data", "presets"},  # data: word_ids (the pipeline's words)
     "data": {"data"},
     "schedules": set(),
     "_keras_workarounds": set(),  # every use of a Keras private name: Keras only
