@@ -9,7 +9,7 @@ import os
 import keras
 
 from keras_tfm import hardware
-from recipes.devices import on_gpu
+from recipes import devices
 
 
 FAST_PATHS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fast_paths.json")
@@ -40,7 +40,7 @@ UNITS_IN_WORDS = {"amx_bf16": "AMX-BF16 units", "avx512_bf16": "AVX512-BF16 inst
 def measured_paths(recipe, distribute="none"):
     """`{backend: (policy, jit_compile, examples/s)}` measured for `recipe` on a CPU with this machine's bf16 units
     (FAST_PATHS), where that applies: on a CPU with such units and without a `tf.distribute` strategy; else {}."""
-    if distribute in ("mirrored", "multiworker") or on_gpu():
+    if distribute in ("mirrored", "multiworker") or devices.on_gpu():
         return {}
     return FAST_PATHS.get(hardware.bf16_units(), {}).get(recipe, {})
 
