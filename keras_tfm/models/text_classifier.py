@@ -107,10 +107,6 @@ class TextClassifier(TextTask, ParameterEfficient, PresetModel, keras.Model):
         return {"class_token": task_args.get("pool") in (None, "cls")}  # presets pool a learned [CLS] by default
 
     @classmethod
-    def from_config(cls, config):
-        return cls(**cls.config_of_0_1(config, class_token=config.get("pool", "cls") == "cls"))
-
-    @classmethod
     def from_pretrained(cls, folder, num_classes=2, pool=None, dtype=None, dropout=None, attention_dropout=None,
                         **kwargs):
         """A classifier on a pretrained encoder (`TextEncoder.from_pretrained(folder)`), with a new head.

@@ -306,7 +306,8 @@ class TextTask:
 
     @classmethod
     def from_config(cls, config):
-        return cls(**cls.config_of_0_1(config))
+        # A 0.1 task built its encoder as its preset does now (the classifier: a [CLS] token for "cls" pooling).
+        return cls(**cls.config_of_0_1(config, **cls.preset_encoder_arguments(config)))
 
     @classmethod
     def config_of_0_1(cls, config, class_token=False):
