@@ -2,7 +2,7 @@
 finished run leaves behind (`finish`). Each recipe reads top to bottom (args -> data -> model -> fit -> evaluate
 -> pictures) and calls these for what is the same between recipes. The rest of the recipes' plumbing has a module
 per job: `flags` (argparse, before TensorFlow loads), `devices` (devices, `--distribute`, feeding `fit`),
-`fast_paths` (the measured fastest policy, compile options), `training` (AdamW, the standard callbacks), `runs`
+`fast_paths` (the measured fastest policy, compile options), `fitting` (AdamW, the standard callbacks), `runs`
 (a run's record: start, stop, resume) and `progress`. What a saved model or your own training needs is library
 code, in `keras_tfm`.
 
@@ -60,8 +60,9 @@ def output_directory(recipe, requested=None, overwrite=False):
               "give a new --output-dir (or none, for a new timestamped folder), or add --overwrite to delete "
               "this run and start from scratch.")
         raise SystemExit(0)
-    if devices.non_chief_worker() is not None:
-        task_type, index = devices.non_chief_worker()
+    worker = devices.non_chief_worker()
+    if worker is not None:
+        task_type, index = worker
         path = f"{os.path.normpath(path)}.{task_type}_{index}"  # the chief alone deletes (and writes) the run
     if finished and os.path.exists(path):
         shutil.rmtree(path)
