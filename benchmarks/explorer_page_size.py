@@ -21,7 +21,7 @@ import numpy as np
 
 from keras_tfm.callbacks import AttentionMapCallback
 from keras_tfm.data import digits
-from keras_tfm.explorer import AttentionHistory
+from keras_tfm.insight.explorer import AttentionHistory
 from keras_tfm.models import Seq2SeqTransformer, ViT
 
 

@@ -1,6 +1,6 @@
 """What fine-tuning changed in a pretrained encoder, two ways side by side: how far each layer's weights moved
 from the checkpoint (mean |Δw| / mean |w| over the block's matrices) and how far its attention moved
-(`keras_tfm.visualize.attention_change`, the explorer's change view) on held-out reviews. Writes the change view
+(`keras_tfm.insight.visualize.attention_change`, the explorer's change view) on held-out reviews. Writes the change view
 and the most-changed head's [CLS] row before and after as pictures.
 
     python benchmarks/imdb_attention_change.py --pretrained all-MiniLM-L6-v2 \
@@ -46,8 +46,9 @@ def main(argv=None):
 
     import keras
 
-    from keras_tfm import attention_maps, visualize
+    from keras_tfm import attention_maps
     from keras_tfm.data import imdb, stratified_split
+    from keras_tfm.insight import visualize
     from keras_tfm.models import TextClassifier
     from keras_tfm.text import TextClassifierPipeline
 
@@ -96,7 +97,7 @@ def main(argv=None):
     visualize.save_figure(figure, os.path.join(output, "imdb_change_row.png"))
     print(f"wrote {output}/imdb_change.png and imdb_change_row.png")
     if args.page:
-        from keras_tfm.explorer._page import build_page
+        from keras_tfm.insight.explorer._page import build_page
 
         with open(os.path.join(args.run, "attention", "attention.json"), encoding="utf-8") as file:
             data = json.load(file)

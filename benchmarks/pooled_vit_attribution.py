@@ -1,13 +1,13 @@
 """Where does a ViT look? Attribution methods scored on a task with a known answer.
 
-The two-squares task (tests/visualization/test_attribution.py): grey noise with a red and a blue square, each
+The two-squares task (tests/insight/test_attribution.py): grey noise with a red and a blue square, each
 exactly one patch; the label says whether the red one is further left. Both squares are always there, so all the
 evidence is in their two patches. A ViT is trained on it (mean pooling, or a [CLS] token), and each method's map
 over the held-out images is scored by its share of mass on the two squares' patches (a map that knows nothing
 scores 2 / patches):
 
-* occlusion (`keras_tfm.attribution.occlusion_map`): the predicted class's score drop when a patch is hidden;
-* rollout (`keras_tfm.visualize.attention_rollout`): the [CLS] row, or without [CLS] the mean of all rows;
+* occlusion (`keras_tfm.insight.attribution.occlusion_map`): the predicted class's score drop when a patch is hidden;
+* rollout (`keras_tfm.insight.visualize.attention_rollout`): the [CLS] row, or without [CLS] the mean of all rows;
 * gradient-weighted rollout (Chefer et al. 2021, "Generic Attention-model Explainability"): per layer the heads'
   mean of max(0, A * dScore/dA), R <- R + Ā R from R = I; TensorFlow only (it reads gradients with a tape).
 
@@ -64,11 +64,11 @@ def main(argv=None):
 
     import keras
 
-    from keras_tfm import visualize
-    from keras_tfm.attention_probe import attention_maps
-    from keras_tfm.attribution import occlusion_map
+    from keras_tfm.insight import visualize
+    from keras_tfm.insight.attention_probe import attention_maps
+    from keras_tfm.insight.attribution import occlusion_map
     from keras_tfm.models import ViT
-    from tests.visualization.test_attribution import two_squares
+    from tests.insight.test_attribution import two_squares
 
     images, labels, _ = two_squares(args.samples, seed=0, size=args.image_size)
     held_out, held_out_labels, squares = two_squares(args.held_out, seed=1, size=args.image_size)

@@ -183,7 +183,7 @@ def architecture(output_dir, preset="small", batch=32, source_length=20, target_
 def position_encoding(output_dir, length=128, dim=64):
     import keras
 
-    from keras_tfm import visualize
+    from keras_tfm.insight import visualize
     from keras_tfm.layers import sinusoidal_position_encoding
 
     table = keras.ops.convert_to_numpy(sinusoidal_position_encoding(length, dim))
@@ -217,8 +217,8 @@ def order_token_attention(output_dir):
     import keras
     import numpy as np
 
-    from keras_tfm import visualize
-    from keras_tfm.attention_probe import attention_maps
+    from keras_tfm.insight import visualize
+    from keras_tfm.insight.attention_probe import attention_maps
     from keras_tfm.models import TextClassifier
     from recipes.experiments import make_order_task
 
@@ -260,8 +260,8 @@ def vit_rollout(output_dir):
     import keras
     import numpy as np
 
-    from keras_tfm import visualize
-    from keras_tfm.attention_probe import attention_maps
+    from keras_tfm.insight import visualize
+    from keras_tfm.insight.attention_probe import attention_maps
     from keras_tfm.models import ViT
 
     keras.utils.set_random_seed(0)

@@ -8,9 +8,9 @@
 ...) is imported the first time it is used (PEP 562's module `__getattr__`), so a program that only reads plain
 data, such as `keras_tfm.presets` (the recipes offer their `--preset` choices before TensorFlow loads), pays
 nothing for the rest. A program that has imported Keras already gets every part that registers a class at once
-(they cost it little more), and a program that imports Keras later gets them right after Keras loads, so
-`keras.saving.load_model` finds our classes whatever the order of `import keras` and `import keras_tfm`, as with
-keras_hub.
+(they cost it little more), and a program that imports Keras later gets them right after Keras loads (or, when
+one of our modules imported it, right after that module), so `keras.saving.load_model` finds our classes whatever
+the order of `import keras` and `import keras_tfm`, as with keras_hub (keras_tfm/_register.py).
 
 Example:
 
@@ -23,11 +23,9 @@ Example:
 
 import ast
 import importlib
-import importlib.abc
-import importlib.util
 import pathlib
-import sys
-import warnings
+
+from keras_tfm import _moved, _register
 
 __version__ = "0.2.0"
 
@@ -63,9 +61,9 @@ def _public_names(part):
 
 # Every name `from keras_tfm import X` offers besides the parts, and the part that defines it.
 _DEFINED_IN = {
-    "AttentionMap": "attention_probe",
-    "AttentionMaps": "attention_probe",
-    "attention_maps": "attention_probe",
+    "AttentionMap": "insight.attention_probe",
+    "AttentionMaps": "insight.attention_probe",
+    "attention_maps": "insight.attention_probe",
     "load_model": "saving",
     "TextClassifierPipeline": "text",
     "Translator": "text",
@@ -75,8 +73,8 @@ _DEFINED_IN = {
 
 # What `from keras_tfm import *` binds: the names above and the parts a user works with. The others stay out (a
 # `data` or `saving` name would shadow the user's own; `distribute` imports TensorFlow, which a JAX user may lack).
-__all__ = [*_DEFINED_IN, "callbacks", "hardware", "layers", "metrics", "models", "presets", "schedules", "text",
-           "visualize"]
+__all__ = [*_DEFINED_IN, "callbacks", "hardware", "insight", "layers", "metrics", "models", "presets", "schedules",
+           "text"]
 
 
 def __getattr__(name):
@@ -102,6 +100,8 @@ def __getattr__(name):
         value = getattr(importlib.import_module(f"keras_tfm.{_DEFINED_IN[name]}"), name)
         globals()[name] = value  # the next look-up finds it without calling this function
         return value
+    if f"keras_tfm.{name}" in _moved.MOVED:  # `keras_tfm.visualize`: warns, gives keras_tfm.insight.visualize
+        return importlib.import_module(f"keras_tfm.{name}")
     raise AttributeError(f"module 'keras_tfm' has no attribute {name!r}")
 
 
@@ -110,37 +110,7 @@ def __dir__():
     return sorted({*globals(), *__all__, *_PARTS})
 
 
-class _RegisterOnceKerasLoads(importlib.abc.MetaPathFinder):
-    """Imports our classes (`keras_tfm.saving` imports every part that registers one) right after `keras` itself
-    is imported, so `import keras_tfm` then `import keras` then `keras.saving.load_model(path)` finds them, as the
-    other order does, while `import keras_tfm` alone still imports no Keras.
-
-    It only wraps the loader that Python's own finders choose for `keras`, and removes itself at its first use.
-    """
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "keras":
-            return None
-        sys.meta_path.remove(self)  # once: the look-up below must not come back here
-        spec = importlib.util.find_spec("keras")
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        run_keras = spec.loader.exec_module
-
-        def exec_module(module):
-            run_keras(module)
-            try:
-                importlib.import_module("keras_tfm.saving")
-            except Exception as error:  # Keras itself loaded: let `import keras` succeed, and say what failed
-                warnings.warn(f"keras_tfm could not register its classes with Keras: {error!r}. "
-                              "`import keras_tfm.saving` shows the whole error.", ImportWarning, stacklevel=2)
-
-        spec.loader.exec_module = exec_module  # this spec's own loader object: nothing else is changed
-        return spec
-
-
-# Register our classes for `keras.saving.load_model`: now if Keras is loaded, else as soon as it is.
-if "keras" in sys.modules:
-    importlib.import_module("keras_tfm.saving")
-elif not any(isinstance(finder, _RegisterOnceKerasLoads) for finder in sys.meta_path):
-    sys.meta_path.insert(0, _RegisterOnceKerasLoads())
+# Register our classes for `keras.saving.load_model`: now if Keras is loaded, else as soon as it is (_register.py).
+_register.install()
+# The names of the modules 0.2.0 moved into keras_tfm.insight still import, until 0.3; first in `sys.meta_path`.
+_moved.install()

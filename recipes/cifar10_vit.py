@@ -129,11 +129,11 @@ from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (f
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_tfm import visualize  # noqa: E402
-from keras_tfm.attention_probe import attention_maps  # noqa: E402
-from keras_tfm.attribution import occlusion_map  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback, TimeBudget  # noqa: E402
 from keras_tfm.data import cifar10  # noqa: E402
+from keras_tfm.insight import visualize  # noqa: E402
+from keras_tfm.insight.attention_probe import attention_maps  # noqa: E402
+from keras_tfm.insight.attribution import occlusion_map  # noqa: E402
 from keras_tfm.models import ViT, load_vit_weights  # noqa: E402
 from keras_tfm.schedules import PlannedWarmupCosine  # noqa: E402
 

@@ -84,10 +84,10 @@ from keras import ops  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from keras_tfm import visualize  # noqa: E402
-from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.callbacks import GradientNormCallback  # noqa: E402
 from keras_tfm.data import digits  # noqa: E402
+from keras_tfm.insight import visualize  # noqa: E402
+from keras_tfm.insight.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.layers import EncoderBlock, MultiHeadAttention, TokenEmbedding  # noqa: E402
 from keras_tfm.models import Seq2SeqTransformer, TextClassifier  # noqa: E402
 

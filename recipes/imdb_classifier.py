@@ -173,11 +173,11 @@ from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (f
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_tfm import visualize  # noqa: E402
-from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
 from keras_tfm.data import imdb, stratified_split, word_ids  # noqa: E402
 from keras_tfm.data.buckets import LengthBuckets  # noqa: E402
+from keras_tfm.insight import visualize  # noqa: E402
+from keras_tfm.insight.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.models import TextClassifier, text_weights  # noqa: E402
 from keras_tfm.schedules import WarmupLinearDecay  # noqa: E402
 from keras_tfm.text import PretrainedTokenizer, TextClassifierPipeline  # noqa: E402

@@ -66,9 +66,10 @@ from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (f
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_tfm import load_model, visualize  # noqa: E402
-from keras_tfm.attention_probe import attention_maps  # noqa: E402
+from keras_tfm import load_model  # noqa: E402
 from keras_tfm.data import text_corpus  # noqa: E402
+from keras_tfm.insight import visualize  # noqa: E402
+from keras_tfm.insight.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.models import TransformerLM  # noqa: E402
 from keras_tfm.text import SubwordTokenizer  # noqa: E402
 from keras_tfm.text.tokenizer import END  # noqa: E402

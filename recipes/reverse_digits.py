@@ -49,10 +49,10 @@ from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (f
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_tfm import visualize  # noqa: E402
-from keras_tfm.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback, GradientNormCallback  # noqa: E402
 from keras_tfm.data import digits  # noqa: E402
+from keras_tfm.insight import visualize  # noqa: E402
+from keras_tfm.insight.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.layers import sinusoidal_position_encoding  # noqa: E402
 from keras_tfm.models import Seq2SeqTransformer  # noqa: E402
 

@@ -117,9 +117,9 @@ from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (f
 
 import keras  # noqa: E402
 
-from keras_tfm import visualize  # noqa: E402
 from keras_tfm.callbacks import AttentionMapCallback, CheckpointAverage  # noqa: E402
 from keras_tfm.data import DataUnavailable, translation  # noqa: E402
+from keras_tfm.insight import visualize  # noqa: E402
 from keras_tfm.models import Seq2SeqTransformer  # noqa: E402
 from keras_tfm.schedules import InverseSquareRootWarmup  # noqa: E402
 from keras_tfm.text import SubwordTokenizer, Translator, ValidationBLEU, corpus_bleu  # noqa: E402

@@ -14,35 +14,50 @@ pytestmark = pytest.mark.tensorflow_only(reason="the source's import rules: no b
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_tfm"
 
-# Each part of keras_tfm and the parts it may import. "insight" = attention_probe, explorer, visualize, callbacks.
+# Each part of keras_tfm and the parts it may import. The parts of keras_tfm/insight/ ("seeing inside") count one
+# by one, as "insight.<module>".
 ALLOWED = {
     "layers": {"layers"},
     "metrics": set(),
     "models": {"layers", "metrics", "models", "presets", "_keras_workarounds"},
-    "attention_probe": {"layers"},
-    "attribution": {"layers"},  # occlusion: runs the model; finds its PatchEmbedding
-    "explorer": {"explorer", "attention_probe", "patch_grid"},  # the package's parts; the records; infer_grid
-    "visualize": {"visualize", "explorer", "patch_grid"},
-    "patch_grid": set(),
-    "callbacks": {"callbacks", "layers", "attention_probe", "attribution", "visualize", "explorer",
+    "insight.__init__": set(),  # imports its modules on first use
+    "insight.attention_probe": {"layers"},
+    "insight.attribution": {"layers"},  # occlusion: runs the model; finds its PatchEmbedding
+    "insight.patch_grid": set(),
+    # the package's parts; the records; infer_grid
+    "insight.explorer": {"insight.explorer", "insight.attention_probe", "insight.patch_grid"},
+    "insight.visualize": {"insight.visualize", "insight.explorer", "insight.patch_grid"},
+    "insight.attention_map_callback": {"layers", "insight.attention_probe", "insight.attribution",
+                                       "insight.visualize", "insight.explorer"},
+    "insight.position_encoding_plot": {"layers", "insight.visualize"},
+    "callbacks": {"callbacks", "insight.attention_map_callback", "insight.position_encoding_plot",
                   "_keras_workarounds"},
-    "text": {"layers", "models", "attention_probe", "text", "data", "presets"},  # data: word_ids (the pipeline's words)
+    "text": {"layers", "models", "insight.attention_probe", "text", "data", "presets"},  # data: word_ids
     "data": {"data"},
     "schedules": set(),
     "_keras_workarounds": set(),  # every use of a Keras private name: Keras only
+    "_register": set(),  # imports keras_tfm.saving by name, once Keras is loaded
+    "_moved": set(),  # the old names of the insight modules: plain Python, imported by `import keras_tfm`
     "presets": set(),  # plain dicts: the recipes read them before Keras loads
     "distribute": set(),
     "hardware": set(),  # thread pools and the precision to train in: imports a backend only to measure it
     "saving": {"layers", "metrics", "models", "callbacks", "text", "schedules"},  # registers all a file may name
-    "__init__": {"layers", "metrics", "models", "attention_probe", "visualize", "callbacks", "text", "data",
-                 "schedules", "saving"},
+    "__init__": {"_moved", "_register", "layers", "metrics", "models", "insight.attention_probe", "callbacks", "text",
+                 "data", "schedules", "saving"},
 }
 NEVER_AT_IMPORT_TIME = {"matplotlib", "argparse", "recipes", "IPython"}
 
 
 def _part(path):
-    relative = path.relative_to(PACKAGE)
-    return relative.parts[0].removesuffix(".py")
+    """"layers" for keras_tfm/layers/attention.py, "insight.visualize" for keras_tfm/insight/visualize/images.py."""
+    parts = [part.removesuffix(".py") for part in path.relative_to(PACKAGE).parts]
+    return ".".join(parts[:2]) if parts[0] == "insight" else parts[0]
+
+
+def _target(module):
+    """The part an import of `keras_tfm.<...>` reaches, named as `_part` names it."""
+    parts = module.split(".")[1:]
+    return ".".join(parts[:2]) if parts[0] == "insight" and len(parts) > 1 else parts[0]
 
 
 def _imports(tree):
@@ -58,8 +73,8 @@ def _imports(tree):
                 if child.level:
                     raise AssertionError("relative imports are not used in keras_tfm")
                 module = child.module or ""
-                if module == "keras_tfm":  # `from keras_tfm import visualize` names a part
-                    found.extend((f"keras_tfm.{alias.name}", not in_function) for alias in child.names)
+                if module in ("keras_tfm", "keras_tfm.insight"):  # `from keras_tfm.insight import visualize`
+                    found.extend((f"{module}.{alias.name}", not in_function) for alias in child.names)
                 else:
                     found.append((module, not in_function))
             visit(child, inside)
@@ -85,7 +100,7 @@ def test_imports_run_one_way(path):
         if top == "recipes":
             raise AssertionError(f"{path.name} imports {module}: keras_tfm never depends on the recipes")
         if top == "keras_tfm" and "." in module:
-            target = module.split(".")[1]
+            target = _target(module)
             assert target in ALLOWED[part], f"{path.name} ({part}) must not import {module}"
             assert at_import_time, f"{path.name} hides `import {module}` inside a function"
 
@@ -110,5 +125,5 @@ def test_the_layout_in_developing_md_names_every_module_and_only_modules_that_ex
                      if path.stem != "__init__" and path.stem not in words)
     assert missing == [], f"modules the Layout in docs/developing.md does not name: {missing}"
     folders = {line.split()[0] for line in block.splitlines() if line.startswith("keras_tfm/")}
-    assert {f"keras_tfm/{path.name}/" for path in PACKAGE.iterdir()
-            if path.is_dir() and (path / "__init__.py").exists()} | {"keras_tfm/"} == folders
+    assert {f"keras_tfm/{path.parent.relative_to(PACKAGE).as_posix()}/" for path in PACKAGE.rglob("__init__.py")
+            if path.parent != PACKAGE} | {"keras_tfm/"} == folders

@@ -2,7 +2,7 @@
 
 Every `code span` in the map is one of four kinds, and each is checked:
 - a file (`keras_tfm/layers/attention.py`, `docs/attention_by_hand.md`): it exists in the repository;
-- a name (`keras_tfm.visualize.plot_alignment`, `recipes.experiments.residual`): it imports;
+- a name (`keras_tfm.insight.visualize.plot_alignment`, `recipes.experiments.residual`): it imports;
 - a test (`tests/layers/test_attention.py::test_bad_arguments`, a `[param]` allowed): the file defines it;
 - a command (`python -m recipes.NAME --flags`): the recipe's parser accepts the flags.
 A span of any other form fails the test, so nothing in the map goes unchecked.

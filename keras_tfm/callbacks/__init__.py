@@ -12,12 +12,12 @@ Training helpers:
     checkpoint_average.CheckpointAverage   the mean of the last (or best) epochs' weights, set when training ends
 """
 
-from keras_tfm.callbacks.attention_maps import AttentionMapCallback
 from keras_tfm.callbacks.checkpoint_average import CheckpointAverage, average_weights
 from keras_tfm.callbacks.gradient_norm import GradientNormCallback
-from keras_tfm.callbacks.position_encoding_plot import PositionEncodingPlot
 from keras_tfm.callbacks.terminate_on_nan import TerminateOnNaN
 from keras_tfm.callbacks.time_budget import TimeBudget
+from keras_tfm.insight.attention_map_callback import AttentionMapCallback
+from keras_tfm.insight.position_encoding_plot import PositionEncodingPlot
 
 __all__ = ["AttentionMapCallback", "CheckpointAverage", "GradientNormCallback", "PositionEncodingPlot",
            "TerminateOnNaN", "TimeBudget", "average_weights"]

@@ -12,7 +12,7 @@ import os
 import keras
 import numpy as np
 
-from keras_tfm.attention_probe import attention_maps
+from keras_tfm.insight.attention_probe import attention_maps
 from keras_tfm.models.seq2seq import Seq2SeqTransformer
 from keras_tfm.text.tokenizer import END, START, UNK, SubwordTokenizer
 
@@ -99,7 +99,7 @@ class Translator:
 
         Returns:
             `(source_pieces, target_pieces, weights)`: the subword pieces as strings (the target's end with
-            "</s>") and `(target_len, source_len)` weights; draw it with `keras_tfm.visualize.plot_alignment`.
+            "</s>") and `(target_len, source_len)` weights; draw it with `keras_tfm.insight.visualize.plot_alignment`.
         """
         source = self.source_tokenizer.encode_padded([source_text], self.model.max_length)
         target = self.target_tokenizer.encode_padded([target_text], self.model.max_length + 1, add_start=True,

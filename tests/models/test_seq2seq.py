@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tfm.attention_probe import iter_layers
+from keras_tfm.insight.attention_probe import iter_layers
 from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
 from keras_tfm.models import Seq2SeqTransformer
 from tests.helpers import END, MAX_DIGITS, START, VOCAB, reverse_digits, small_reverser, to_numpy

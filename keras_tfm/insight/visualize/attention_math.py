@@ -3,7 +3,7 @@ between two models, cosine similarity."""
 
 import numpy as np
 
-from keras_tfm.visualize._common import _as_layer_list
+from keras_tfm.insight.visualize._common import _as_layer_list
 
 HEAD_FUSIONS = ("mean", "max", "min")
 

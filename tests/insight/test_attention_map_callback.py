@@ -6,13 +6,13 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tfm import visualize
-from keras_tfm.attribution import occlusion_map
 from keras_tfm.callbacks import AttentionMapCallback, PositionEncodingPlot
-from keras_tfm.explorer import data_path
+from keras_tfm.insight import visualize
+from keras_tfm.insight.attribution import occlusion_map
+from keras_tfm.insight.explorer import data_path
 from keras_tfm.models import TextClassifier, ViT
 from tests.helpers import padded_ids, reverse_digits, small_reverser
-from tests.visualization.test_visualize import png_size
+from tests.insight.test_visualize import png_size
 
 
 def vit_and_data():
@@ -204,7 +204,7 @@ def test_history_starts_before_training_labels_frames_and_ends_with_the_last_epo
     still writes its pictures and the page it promises (drawn at the end of training)."""
     import json
 
-    from keras_tfm.explorer import data_path
+    from keras_tfm.insight.explorer import data_path
 
     keras.utils.set_random_seed(0)
     model = TextClassifier.from_preset("tiny", vocab_size=10, max_length=8, dim=16, depth=2, num_heads=2, mlp_dim=32)

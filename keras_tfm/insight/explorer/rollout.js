@@ -1,6 +1,6 @@
 "use strict";
 // Attention rollout (Abnar & Zuidema, "Quantifying Attention Flow in Transformers", 2020), as
-// keras_tfm.visualize.attention_rollout computes it: each layer's head-fused map A is mixed with the residual
+// keras_tfm.insight.visualize.attention_rollout computes it: each layer's head-fused map A is mixed with the residual
 // connection, Â = rows-normalised (A + I) / 2, and the layers are multiplied first to last: R = Â_L ··· Â_1.
 // A pure function: the page runs it inline, node's tests require this file.
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from keras_tfm import visualize
+from keras_tfm.insight import visualize
 from keras_tfm.layers import sinusoidal_position_encoding
 from tests.helpers import to_numpy
 

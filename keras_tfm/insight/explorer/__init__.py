@@ -36,9 +36,9 @@ import os
 import numpy as np
 import PIL.Image
 
-from keras_tfm.attention_probe import AttentionMap, AttentionMaps, as_records, is_token_pair, query_key_tokens
-from keras_tfm.explorer._page import build_frame, build_page
-from keras_tfm.patch_grid import infer_grid
+from keras_tfm.insight.attention_probe import AttentionMap, AttentionMaps, as_records, is_token_pair, query_key_tokens
+from keras_tfm.insight.explorer._page import build_frame, build_page
+from keras_tfm.insight.patch_grid import infer_grid
 
 LEVELS = 255  # 8-bit quantisation: a weight w in [0, 1] is stored as round(w * LEVELS)
 
@@ -208,7 +208,7 @@ class AttentionHistory:
         one array. `epoch` says when it was taken, in epochs (default: 1, 2, ...; 0 = before training, 0.25 =
         a quarter into the first epoch); `label` what the page calls it (default: "epoch {epoch}"). With an
         image, `relevance` `(rows, columns)` is where the prediction comes from at that time, one value per patch
-        (`keras_tfm.attribution.occlusion_map`'s score drops: the image view shows them as shares of the total,
+        (`keras_tfm.insight.attribution.occlusion_map`'s score drops: the image view shows them as shares of the total,
         and opens on them for a model without a [CLS] token, whose rollout mostly shows a position prior).
         Returns the history."""
         layers = []

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import keras_tfm
-from keras_tfm.attention_probe import AttentionMap, as_records, query_key_tokens
+from keras_tfm.insight.attention_probe import AttentionMap, as_records, query_key_tokens
 from keras_tfm.models import Seq2SeqTransformer, TextClassifier, ViT
 from tests.helpers import padded_ids, reverse_digits
 
@@ -99,7 +99,7 @@ def test_trained_reverser_aligns_each_target_with_the_mirrored_source(trained_re
 
 
 def test_iter_layers_finds_layers_in_lists_dicts_and_nested_models():
-    from keras_tfm.attention_probe import iter_layers
+    from keras_tfm.insight.attention_probe import iter_layers
 
     class Holder(keras.layers.Layer):
         def __init__(self, **kwargs):
@@ -130,7 +130,7 @@ def test_vit_maps_with_the_small_data_options():
     assert list(maps) == ["block_0", "block_1"] and maps["block_1"].shape == (2, 2, 16, 16)  # no [CLS] token
     np.testing.assert_allclose(maps["block_1"].sum(-1), 1.0, atol=1e-5)
     assert np.all(np.diagonal(maps["block_0"], axis1=-2, axis2=-1) == 0.0)
-    rollout = keras_tfm.visualize.attention_rollout(maps)
+    rollout = keras_tfm.insight.visualize.attention_rollout(maps)
     assert rollout.shape == (2, 16, 16) and np.all(np.isfinite(rollout))
 
 

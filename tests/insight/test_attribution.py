@@ -5,9 +5,9 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tfm import visualize
-from keras_tfm.attention_probe import attention_maps
-from keras_tfm.attribution import occlusion_map
+from keras_tfm.insight import visualize
+from keras_tfm.insight.attention_probe import attention_maps
+from keras_tfm.insight.attribution import occlusion_map
 from keras_tfm.models import ViT
 
 

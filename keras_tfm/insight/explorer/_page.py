@@ -5,7 +5,7 @@ The page's parts are package data beside this file, each in its own language: `p
 `show_attention` puts a page in, for Jupyter), `explorer.css`, and the script in
 one file per concern. The pure functions (`decode.js`, `select.js`,
 `rollout.js`, `colors.js`, `change.js`) also load in node,
-where tests/visualization/js tests them; the views (`head_view.js`, `model_view.js`, `image_view.js`) and
+where tests/insight/js tests them; the views (`head_view.js`, `model_view.js`, `image_view.js`) and
 `main.js` run in the page only. The page inlines them all, so it stays one file that opens offline.
 """
 
@@ -23,8 +23,9 @@ SCRIPT_FILES = ("decode.js", "select.js", "rollout.js", "colors.js", "change.js"
 
 @functools.lru_cache(maxsize=None)
 def read_part(name):
-    """The text of one of the page's files (package data of `keras_tfm.explorer`), e.g. `read_part("main.js")`."""
-    return importlib.resources.files("keras_tfm.explorer").joinpath(name).read_text(encoding="utf-8")
+    """The text of one of the page's files (package data of `keras_tfm.insight.explorer`), e.g.
+    `read_part("main.js")`."""
+    return importlib.resources.files("keras_tfm.insight.explorer").joinpath(name).read_text(encoding="utf-8")
 
 
 def script_json(data):

@@ -1,4 +1,4 @@
-"""Screenshots of the attention explorer's three views for the README: `python -m tests.visualization.explorer_screenshots`.
+"""Screenshots of the attention explorer's three views for the README: `python -m tests.insight.explorer_screenshots`.
 
 Trains two small models on toy tasks that need no download (about two minutes on 2 CPU cores), records their
 attention at every epoch with `AttentionMapCallback(html=True)`, opens the pages in headless Chromium (see
@@ -18,12 +18,12 @@ import pathlib
 import keras
 import numpy as np
 
-from keras_tfm.attention_probe import attention_maps
 from keras_tfm.callbacks import AttentionMapCallback
 from keras_tfm.data import digits
+from keras_tfm.insight.attention_probe import attention_maps
 from keras_tfm.models import ViT
 from tests.helpers import reverse_digits, small_reverser
-from tests.visualization.browser import Browser, why_no_browser
+from tests.insight.browser import Browser, why_no_browser
 
 RED, BLUE, SIDE = (220, 40, 40), (50, 90, 230), 6
 

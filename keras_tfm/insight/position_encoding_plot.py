@@ -5,7 +5,7 @@ import os
 import keras
 import numpy as np
 
-from keras_tfm import visualize
+from keras_tfm.insight import visualize
 from keras_tfm.layers import PatchEmbedding, TokenEmbedding
 
 

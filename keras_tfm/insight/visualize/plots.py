@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from keras_tfm.visualize._common import _figure
-from keras_tfm.visualize.attention_math import cosine_similarity
+from keras_tfm.insight.visualize._common import _figure
+from keras_tfm.insight.visualize.attention_math import cosine_similarity
 
 
 def plot_position_encoding(pe, title="positional encoding"):

@@ -1,5 +1,5 @@
-"""The explorer's JavaScript without a browser: node's own test runner on tests/visualization/js/, and the page's
-rollout (rollout.js) against `keras_tfm.visualize.attention_rollout` on the same weights."""
+"""The explorer's JavaScript without a browser: node's own test runner on tests/insight/js/, and the page's
+rollout (rollout.js) against `keras_tfm.insight.visualize.attention_rollout` on the same weights."""
 
 import json
 import os
@@ -11,14 +11,14 @@ import subprocess
 import numpy as np
 import pytest
 
-from keras_tfm import visualize
-from keras_tfm.explorer import attention_html
+from keras_tfm.insight import visualize
+from keras_tfm.insight.explorer import attention_html
 
 pytestmark = pytest.mark.tensorflow_only(reason="node runs the page's JavaScript: no backend code")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-JS_TESTS = ROOT / "tests" / "visualization" / "js"
-ROLLOUT_JS = ROOT / "keras_tfm" / "explorer" / "rollout.js"
+JS_TESTS = ROOT / "tests" / "insight" / "js"
+ROLLOUT_JS = ROOT / "keras_tfm" / "insight" / "explorer" / "rollout.js"
 
 
 @pytest.fixture(scope="module")

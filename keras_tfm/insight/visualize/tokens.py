@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from keras_tfm.visualize._common import _colormap, _figure, _text_width, printable
+from keras_tfm.insight.visualize._common import _colormap, _figure, _text_width, printable
 
 
 def plot_token_attention(tokens, weights, title=None, width=10.0, fontsize=10, scale_without=(), note=None,

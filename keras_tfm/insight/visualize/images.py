@@ -4,8 +4,8 @@ import math
 
 import numpy as np
 
-from keras_tfm.patch_grid import infer_grid
-from keras_tfm.visualize._common import _figure, printable
+from keras_tfm.insight.patch_grid import infer_grid
+from keras_tfm.insight.visualize._common import _figure, printable
 
 
 def _as_unit_image(image):
@@ -85,7 +85,7 @@ def plot_image_attention(image, rollout, grid=None, num_prefix_tokens=1, title=N
 
 
 def plot_occlusion(image, drops, title=None):
-    """An occlusion map (`keras_tfm.attribution.occlusion_map`) as a heat map beside and over the image.
+    """An occlusion map (`keras_tfm.insight.attribution.occlusion_map`) as a heat map beside and over the image.
 
     The colour is each patch's share of the total score drop (patches whose hiding raised the score count as
     0), on one scale for the heat map and the overlay, with a colour bar.

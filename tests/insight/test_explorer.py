@@ -14,15 +14,15 @@ import numpy as np
 import PIL.Image
 import pytest
 
-from keras_tfm import visualize
-from keras_tfm.attention_probe import AttentionMap, AttentionMaps, attention_maps, iter_layers
 from keras_tfm.callbacks import AttentionMapCallback
 from keras_tfm.data import digits
-from keras_tfm.explorer import AttentionHistory, attention_html, data_path, save_attention_html, show_attention
-from keras_tfm.explorer._page import SCRIPT_FILES, read_part
+from keras_tfm.insight import visualize
+from keras_tfm.insight.attention_probe import AttentionMap, AttentionMaps, attention_maps, iter_layers
+from keras_tfm.insight.explorer import AttentionHistory, attention_html, data_path, save_attention_html, show_attention
+from keras_tfm.insight.explorer._page import SCRIPT_FILES, read_part
 from keras_tfm.models import TextClassifier, ViT
 from tests.helpers import padded_ids, reverse_digits, small_reverser
-from tests.visualization.browser import Browser, png_pixels, why_no_browser
+from tests.insight.browser import Browser, png_pixels, why_no_browser
 
 pytestmark = pytest.mark.tensorflow_only(reason=(
     "the page's HTML and browser tests; the maps it shows are tested on every backend"))
@@ -450,7 +450,7 @@ def test_epoch_slider_switches_to_that_epochs_weights(browser, tmp_path):
 def test_change_view_shows_how_far_each_head_moved_most_changed_first(browser, tmp_path):
     """The change view's numbers are `visualize.attention_change` between the first and the shown snapshot (within
     the page's 8-bit rounding), its ranking opens on the most-changed head, and the [CLS] rows are drawn."""
-    from keras_tfm import visualize
+    from keras_tfm.insight import visualize
 
     rng = np.random.default_rng(3)
     first = {f"block_{j}": rng.dirichlet(np.ones(5), (1, 3, 5)).astype("float32") for j in range(2)}

@@ -5,7 +5,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tfm import TextClassifier, attention_maps, visualize
+from keras_tfm import TextClassifier, attention_maps
+from keras_tfm.insight import visualize
 
 
 def test_change_is_the_total_variation_per_query_averaged_over_real_queries():

@@ -15,7 +15,7 @@ Measured on a known answer, the two-squares task (grey noise with a red and a bl
 patches): on 32x32 images (2 of 64 patches), a mean-pooled ViT (depth 3, width 48, 100% held-out accuracy) put
 98% of its occlusion map on the two squares' patches and 31% of its mean rollout row; the same ViT with a [CLS]
 token, 99% (occlusion) and 29% ([CLS] rollout); gradient-weighted rollout (Chefer et al. 2021), tried on both,
-41-49%. tests/visualization/test_attribution.py checks it on 16x16 images (2 of 16 patches): occlusion >= 80%.
+41-49%. tests/insight/test_attribution.py checks it on 16x16 images (2 of 16 patches): occlusion >= 80%.
 """
 
 import numpy as np

@@ -7,10 +7,10 @@ import re
 import keras
 import numpy as np
 
-from keras_tfm import visualize
-from keras_tfm.attention_probe import attention_maps, query_key_tokens
-from keras_tfm.attribution import occlusion_map
-from keras_tfm.explorer import AttentionHistory, data_path
+from keras_tfm.insight import visualize
+from keras_tfm.insight.attention_probe import attention_maps, query_key_tokens
+from keras_tfm.insight.attribution import occlusion_map
+from keras_tfm.insight.explorer import AttentionHistory, data_path
 from keras_tfm.layers import PatchEmbedding
 from keras_tfm.layers.walk import iter_layers
 
@@ -46,7 +46,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
 
     * images (ViT): `rollout_{i}` — attention rollout of the [CLS] token over each image; for a pooled ViT (no
       [CLS] token) `occlusion_{i}` instead — how far the predicted class's score falls when each patch is
-      hidden (`keras_tfm.attribution`), since the rollout of every token is mostly a position prior (the
+      hidden (`keras_tfm.insight.attribution`), since the rollout of every token is mostly a position prior (the
       explorer page's image view opens on sample 0's occlusion map, one per frame);
     * text (classifier): `tokens_{i}` — each review as a heat map of the [CLS] token's (or, with mean pooling,
       the average) attention in the last block;
@@ -72,7 +72,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
         log_dir: if given, also write TensorBoard image summaries there.
         save_arrays: also save the maps as `.npz`.
         max_samples: at most this many samples get their own picture.
-        html: also keep one `attention.html` (the attention explorer, see `keras_tfm.explorer`) for the first
+        html: also keep one `attention.html` (the attention explorer, see `keras_tfm.insight.explorer`) for the first
             sample, rewritten at each drawn epoch with an epoch slider over every epoch drawn so far (a run
             resumed into the same folder keeps the earlier epochs of the page).
         padding_id: the id of padding in text `inputs`, left out of the pictures (RoBERTa's checkpoints use 1).
@@ -338,7 +338,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
         prefix = maps.records[-1].prefix_tokens  # 1 with a [CLS] token, 0 for a pooled ViT
         if prefix == 0 and any(isinstance(layer, PatchEmbedding) for layer in iter_layers(self.model)):
             # A pooled ViT reads every token: its rollout's mean row is mostly a position prior, the same on
-            # every image (see keras_tfm.attribution). Occlusion shows the evidence for its prediction instead.
+            # every image (see keras_tfm.insight.attribution). Occlusion shows the evidence for its prediction instead.
             drops = occlusion_map(self.model, self.inputs[:max(count, 1)])
             self._relevance = drops[0]  # the explorer's image view opens on it
             return [(f"occlusion_{i}", visualize.plot_occlusion(self.inputs[i], drops[i], title=titles[i]))

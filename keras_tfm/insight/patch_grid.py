@@ -1,6 +1,6 @@
 """Where the patch tokens of an image sit: the `(rows, columns)` grid a ViT cut the image into.
 
-Shared by the pictures (`keras_tfm.visualize`) and the explorer page, which both lay attention over patches back
+Shared by the pictures (`keras_tfm.insight.visualize`) and the explorer page, which both lay attention over patches back
 onto the image.
 """
 

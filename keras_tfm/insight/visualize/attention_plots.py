@@ -5,8 +5,8 @@ import math
 
 import numpy as np
 
-from keras_tfm.visualize._common import _colormap, _figure, _labels, _real_length, _text_width, printable
-from keras_tfm.visualize.tokens import plot_token_attention
+from keras_tfm.insight.visualize._common import _colormap, _figure, _labels, _real_length, _text_width, printable
+from keras_tfm.insight.visualize.tokens import plot_token_attention
 
 
 def plot_attention_change(names, change, title=None, top=8):

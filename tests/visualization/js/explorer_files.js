@@ -1,7 +1,0 @@
-"use strict";
-// Where the explorer's script files are (package data of keras_tfm.explorer), for the tests beside this file.
-const path = require("node:path");
-
-const EXPLORER = path.join(__dirname, "..", "..", "..", "keras_tfm", "explorer");
-
-module.exports = { explorerFile: (name) => require(path.join(EXPLORER, name)) };
