@@ -11,28 +11,38 @@ many times as a default run would:
   stands in for the CIFAR-10 test image (its PNG is at least as large as a photo's).
 
     python benchmarks/explorer_page_size.py
+    python benchmarks/explorer_page_size.py --quick   # 2 epochs of each, the ViT preset "tiny": a check that it runs
 """
 
 import argparse
 import os
+import sys
 import tempfile
 
 import numpy as np
 
-from keras_tfm.callbacks import AttentionMapCallback
-from keras_tfm.data import digits
-from keras_tfm.insight.explorer import AttentionHistory
-from keras_tfm.models import Seq2SeqTransformer, ViT
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: --quick
+import timing  # noqa: E402
+
+from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
+from keras_tfm.data import digits  # noqa: E402
+from keras_tfm.insight.explorer import AttentionHistory  # noqa: E402
+from keras_tfm.models import Seq2SeqTransformer, ViT  # noqa: E402
 
 
-def main():
-    argparse.ArgumentParser(description=__doc__.strip().splitlines()[0]).parse_args()  # --help
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=10, help="epochs of the random maps (6 layers x 8 heads)")
+    parser.add_argument("--digits-epochs", type=int, default=6, help="epochs reverse_digits draws")
+    parser.add_argument("--vit-preset", default="small", help="the ViT preset (cifar10_vit's default: small)")
+    parser.add_argument("--vit-draws", type=int, default=10, help="epochs cifar10_vit draws (every 10th of 100)")
+    args = timing.parse_args(parser, argv, {"epochs": 2, "digits_epochs": 2, "vit_preset": "tiny", "vit_draws": 2})
     folder = tempfile.mkdtemp()
     rng = np.random.default_rng(0)
     history = AttentionHistory()
-    for epoch in range(1, 11):
+    for epoch in range(1, args.epochs + 1):
         history.add({f"block_{j}": rng.dirichlet(np.ones(65), size=(1, 8, 65)) for j in range(6)}, epoch=epoch)
-    rows = [("6 layers x 8 heads x 65 tokens, 10 epochs", history.nbytes, len(history.html().encode()))]
+    rows = [(f"6 layers x 8 heads x 65 tokens, {args.epochs} epochs", history.nbytes, len(history.html().encode()))]
 
     x_test, y_test = digits.make_dataset(1000, 10, "reverse", seed=1)  # the recipe's held-out set (--seed 0)
     model = Seq2SeqTransformer.from_preset("tiny", source_vocab_size=digits.VOCAB_SIZE,
@@ -40,17 +50,19 @@ def main():
     callback = AttentionMapCallback((x_test[:1], y_test[:1, :-1]), os.path.join(folder, "digits"),
                                     tokens=digits.VOCABULARY, html=True)
     callback.set_model(model)
-    for epoch in range(1, 7):
+    for epoch in range(1, args.digits_epochs + 1):
         callback.draw(epoch)
-    rows.append(("reverse_digits defaults, 6 epochs", callback._history.nbytes, os.path.getsize(callback.html_path)))
+    rows.append((f"reverse_digits defaults, {args.digits_epochs} epochs", callback.attention_history.nbytes,
+                 os.path.getsize(callback.html_path)))
 
-    vit = ViT.from_preset("small", num_classes=10)
+    vit = ViT.from_preset(args.vit_preset, num_classes=10)
     images = rng.integers(0, 256, (4, 32, 32, 3)).astype("uint8")
     callback = AttentionMapCallback(images, os.path.join(folder, "vit"), kind="image", html=True)
     callback.set_model(vit)
-    for epoch in range(10, 101, 10):
+    for epoch in range(10, 10 * args.vit_draws + 1, 10):
         callback.draw(epoch)
-    rows.append(("cifar10_vit defaults, 10 drawn epochs", callback._history.nbytes, os.path.getsize(callback.html_path)))
+    rows.append((f"cifar10_vit {args.vit_preset}, {args.vit_draws} drawn epochs", callback.attention_history.nbytes,
+                 os.path.getsize(callback.html_path)))
 
     print(f"{'page':45s} {'weights (bytes)':>16s} {'page (bytes)':>14s}")
     for name, weights, page in rows:

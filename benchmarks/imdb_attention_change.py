@@ -1,20 +1,26 @@
 """What fine-tuning changed in a pretrained encoder, two ways side by side: how far each layer's weights moved
 from the checkpoint (mean |Δw| / mean |w| over the block's matrices) and how far its attention moved
-(`keras_tfm.insight.visualize.attention_change`, the explorer's change view) on held-out reviews. Writes the change view
-and the most-changed head's [CLS] row before and after as pictures.
+(`keras_tfm.insight.visualize.attention_change`, the explorer's change view) on held-out reviews. Writes the change
+view and the most-changed head's [CLS] row before and after as pictures.
 
     python benchmarks/imdb_attention_change.py --pretrained all-MiniLM-L6-v2 \
         --run runs/imdb_classifier/RUN --imdb-dir aclImdb --output docs/pictures
 
 The run is an `imdb_classifier --pretrained` run folder (its `classifier/`); the reviews are its held-out ones
-(the same seed and split), cut as the run cut them.
+(the same seed and split), cut as the run cut them. `--quick` compares 4 reviews (CI runs it on the quick
+fine-tune of a tiny BERT, tests/recipes/test_imdb_classifier.py).
 """
 
 import argparse
 import json
 import os
 
+import sys
+
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: --quick
+import timing  # noqa: E402
 
 
 def layer_weight_change(before, after):
@@ -42,7 +48,7 @@ def main(argv=None):
     parser.add_argument("--page", default=None,
                         help="also write the run's explorer page (RUN/attention/attention.json) here, built by this "
                              "version of the explorer (a run made before the change view gets it)")
-    args = parser.parse_args(argv)
+    args = timing.parse_args(parser, argv, {"reviews": 4})
 
     import keras
 
@@ -78,10 +84,11 @@ def main(argv=None):
     layer, head = np.unravel_index(np.argmax(change), change.shape)
     print(f"most changed head: {names[layer]}, head {head} ({change[layer, head]:.3f})")
 
+    checkpoint = os.path.basename(os.path.normpath(args.pretrained))
     output = args.output or os.path.join(args.run, "attention")
     os.makedirs(output, exist_ok=True)
     visualize.save_figure(visualize.plot_attention_change(
-        names, change, title=f"all-MiniLM-L6-v2 on IMDB: how far each head moved in fine-tuning ({len(rows)} "
+        names, change, title=f"{checkpoint} on IMDB: how far each head moved in fine-tuning ({len(rows)} "
                              "held-out reviews)"), os.path.join(output, "imdb_change.png"))
     # The most-changed head's [CLS] row on the shortest of the reviews, before and after.
     shortest = int(np.argmin(real.sum(1)))

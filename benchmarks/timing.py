@@ -66,7 +66,8 @@ def parse_args(parser, argv, quick):
     """`parser.parse_args(argv)`, with a `--quick` flag that sets the tiny sizes of `quick` (argument name ->
     value, `rounds=1` among them) and says so: a run that checks the script works, which CI runs; its numbers
     mean nothing."""
-    sizes = ", ".join(f"--{name.replace('_', '-')} {value}" for name, value in quick.items())
+    sizes = ", ".join(f"--no-{name.replace('_', '-')}" if value is False else f"--{name.replace('_', '-')} {value}"
+                      for name, value in quick.items())
     parser.add_argument("--quick", action="store_true",
                         help=f"tiny sizes ({sizes}): checks that the benchmark runs; its numbers mean nothing")
     args = parser.parse_args(argv)

@@ -16,7 +16,7 @@ Differences the APIs leave:
 
     pip install keras-hub
     python benchmarks/vit_throughput.py                    # defaults: batch 128, 5 rounds x 3 steps
-    python benchmarks/vit_throughput.py --batch 32 --depth 2 --rounds 2 --steps 1   # a quick check
+    python benchmarks/vit_throughput.py --quick            # tiny sizes, no XLA: a check that it runs (CI runs it)
 """
 
 import argparse
@@ -86,7 +86,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=3, help="timed steps per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-jit", dest="jit", action="store_false", help="run without XLA compilation")
-    args = parser.parse_args(argv)
+    args = timing.parse_args(parser, argv, {"batch": 4, "dim": 16, "depth": 1, "heads": 2, "mlp_dim": 32,
+                                            "steps": 1, "rounds": 1, "jit": False})
 
     try:
         import keras_hub  # noqa: F401

@@ -35,7 +35,6 @@ def tiny_classifier():
 # class does not have it (checked below), or on something that is not Keras' at all.
 OUR_OWN = {
     "_dropout": keras.layers.Layer,  # the blocks' dropout layer (layers/_block.py)
-    "_history": keras.callbacks.Callback,  # AttentionMapCallback's AttentionHistory
     "_path": keras.callbacks.Callback,  # CheckpointAverage's file of an epoch
     "_encode": None,  # PretrainedTokenizer (not a Keras class)
     "_layout": None,  # the explorer's page (not a Keras class)

@@ -82,6 +82,12 @@ class AttentionMapCallback(keras.callbacks.Callback):
         epoch_label: a function from the (Keras) epoch number to what the page calls it, e.g.
             `lambda e: f"epoch {e / 4:g}"` when every Keras epoch is a quarter of a pass over the data.
 
+    Attributes:
+        written: every file written so far, in order.
+        html_path: the explorer page's path (None without `html`).
+        attention_history: the page's `AttentionHistory` (every drawn epoch's maps, 8 bits per weight; its
+            `nbytes`), None until the first drawing.
+
     Example:
 
     >>> callback = AttentionMapCallback(x_test[:4], output_dir="runs/vit/attention", class_names=CLASSES)
@@ -127,7 +133,7 @@ class AttentionMapCallback(keras.callbacks.Callback):
         self.before_label = before_label
         self.epoch_label = epoch_label or (lambda epoch: f"epoch {epoch}")
         self.html_path = os.path.join(output_dir, "attention.html") if html else None
-        self._history = None  # the quantised maps of every drawn epoch, for the explorer page
+        self.attention_history = None  # the explorer page's AttentionHistory: the quantised maps of every drawn epoch
         self._relevance = None  # a pooled ViT's occlusion map of sample 0 at the epoch being drawn, for the page
         self.written = []  # every file written, in order
         self._writer = None
@@ -269,17 +275,18 @@ class AttentionMapCallback(keras.callbacks.Callback):
         return figures
 
     def _write_html(self, maps, epoch):
-        first = self._history is None
+        first = self.attention_history is None
         if first:
             image = self.inputs[0] if self.kind == "image" else None
             prefix = None if image is None else maps.records[-1].prefix_tokens
-            self._history = AttentionHistory(tokens=self._explorer_tokens(maps), title=f"{self.model.name}: attention",
-                                             image=image, num_prefix_tokens=prefix)
+            self.attention_history = AttentionHistory(
+                tokens=self._explorer_tokens(maps), title=f"{self.model.name}: attention", image=image,
+                num_prefix_tokens=prefix)
             self.written.extend([self.html_path, data_path(self.html_path)])  # the page, and its data for resume
-        self._history.add(maps, epoch=epoch, label=self.label(epoch), relevance=self._relevance)
+        self.attention_history.add(maps, epoch=epoch, label=self.label(epoch), relevance=self._relevance)
         if first:  # a run started again in the same folder: the page keeps the epochs drawn before
-            self._history.resume(self.html_path)
-        self._history.save(self.html_path)
+            self.attention_history.resume(self.html_path)
+        self.attention_history.save(self.html_path)
 
     def _explorer_tokens(self, maps):
         """The first sample's token labels as the page wants them (None for images: positions are numbered)."""

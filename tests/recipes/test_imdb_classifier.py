@@ -12,6 +12,7 @@ from keras_tfm.models import TextClassifier
 from keras_tfm.text import TextClassifierPipeline
 from recipes import common, imdb_classifier
 from tests.data.samples import ONLY_TEST, ONLY_UNLABELLED, write_acl_imdb
+from tests.helpers import load_script
 from tests.recipes.saved_models import KeepModel
 
 pytestmark = pytest.mark.tensorflow_only  # the loaders and TextVectorization run on tf.data
@@ -218,6 +219,17 @@ def test_quick_fine_tune_of_a_pretrained_checkpoint(tmp_path, capsys):
         keras.ops.softmax(model.predict(ids, verbose=0))), atol=1e-6)
     predicted = imdb_classifier.main(["--predict", str(output_dir), *texts])
     np.testing.assert_allclose(predicted["probabilities"], probabilities, atol=1e-6)
+
+    if keras.backend.backend() != "tensorflow":
+        return  # the benchmark below runs keras.ops code these lines have already run on this backend
+    # benchmarks/imdb_attention_change.py --quick reads this finished run (what it publishes comes from the real one)
+    load_script("benchmarks/imdb_attention_change.py").main([
+        "--quick", "--pretrained", checkpoint, "--run", str(output_dir), "--imdb-dir", str(folder),
+        "--output", str(tmp_path / "change")])
+    printed = capsys.readouterr().out
+    assert "--quick:" in printed and "layers by attention moved: [" in printed and "most changed head: " in printed
+    for name in ("imdb_change.png", "imdb_change_row.png"):
+        assert os.path.getsize(tmp_path / "change" / name) > 0, name
 
 
 def test_pretrained_excludes_pretraining_and_a_bad_folder_is_a_usage_error(tmp_path, capsys):

@@ -2,6 +2,7 @@
 view and one row before and after)."""
 
 import math
+import textwrap
 
 import numpy as np
 
@@ -24,14 +25,17 @@ def plot_attention_change(names, change, title=None, top=8):
     """
     change = np.asarray(change, dtype="float64")
     layers, heads = change.shape
-    figure = _figure(figsize=(1.0 + 0.62 * heads + 3.2, 1.4 + 0.5 * layers))
+    width = 1.0 + 0.62 * heads + 3.2
+    figure = _figure(figsize=(width, 1.4 + 0.5 * layers))
     grid = figure.add_gridspec(1, 2, width_ratios=[0.62 * heads + 1.0, 3.2])
     ax = figure.add_subplot(grid[0])
     high = max(float(change.max()), 1e-6)
+    small = high < 0.05  # a short or gentle fine-tune: "0.00" in every cell would hide which heads moved
+    cell, ranked = ("{:.0e}", "{:.1e}") if small else ("{:.2f}", "{:.3f}")
     image = ax.imshow(change, cmap=_colormap("Reds"), vmin=0.0, vmax=high, aspect="auto")
     for i in range(layers):
         for j in range(heads):
-            ax.text(j, i, f"{change[i, j]:.2f}", ha="center", va="center", fontsize=8,
+            ax.text(j, i, cell.format(change[i, j]), ha="center", va="center", fontsize=8,
                     color="white" if change[i, j] > 0.6 * high else "black")
     ax.set_xticks(range(heads), [str(h) for h in range(heads)], fontsize=9)
     ax.set_yticks(range(layers), [printable(n) for n in names], fontsize=9)
@@ -41,13 +45,14 @@ def plot_attention_change(names, change, title=None, top=8):
     side = figure.add_subplot(grid[1])
     side.axis("off")
     order = np.argsort(-change, axis=None)[:top]
-    lines = ["most changed heads:"] + [f"{k + 1}. {printable(names[i])}, head {j}: {change[i, j]:.3f}"
+    lines = ["most changed heads:"] + [f"{k + 1}. {printable(names[i])}, head {j}: {ranked.format(change[i, j])}"
                                        for k, (i, j) in enumerate(zip(*np.unravel_index(order, change.shape)))]
     side.text(0.0, 1.0, "\n".join(lines), va="top", ha="left", fontsize=9, family="monospace", transform=side.transAxes)
     figure.suptitle(printable(title or "how far each head's attention moved"), fontsize=11)
-    figure.text(0.01, 0.01, "total variation distance per query, 0.5 Σ|before − after| over the keys, mean over the "
-                "queries: 0 = unchanged, 1 = all of the attention went elsewhere", fontsize=7, color="#444444")
-    figure.tight_layout(rect=(0, 0.04, 1, 0.95))
+    caption = textwrap.wrap("total variation distance per query, 0.5 Σ|before − after| over the keys, mean over the "
+                            "queries: 0 = unchanged, 1 = all of the attention went elsewhere", int(18 * width))
+    figure.text(0.01, 0.01, "\n".join(caption), fontsize=7, color="#444444")
+    figure.tight_layout(rect=(0, 0.03 + 0.025 * len(caption), 1, 0.95))
     return figure
 
 
