@@ -37,7 +37,9 @@ def test_the_tour_runs_from_top_to_bottom():
     nbclient = pytest.importorskip("nbclient")
     nbformat = pytest.importorskip("nbformat")
     notebook = nbformat.read(str(TOUR), as_version=4)
-    client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+    # iopub_timeout: how long nbclient waits for a cell's last output after the kernel says it is idle. At its
+    # default (4 s) a cell's printed line was dropped once while the other worker held both cores.
+    client = nbclient.NotebookClient(notebook, timeout=300, iopub_timeout=60, kernel_name="python3",
                                      resources={"metadata": {"path": str(ROOT / "docs")}})
     client.execute()  # raises CellExecutionError, with the cell and its traceback, if any cell fails
     text = "\n".join(output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"

@@ -59,7 +59,9 @@ def test_quick_run_learns_writes_every_promised_file_and_is_never_overwritten(tm
     assert {name: os.path.getmtime(tmp_path / name) for name in before} == before
 
 
-SMALL = ["--train-samples", "256", "--test-samples", "16", "--max-digits", "4", "--batch-size", "32",
+# --no-jit: XLA's compile (about 6 s alone here, in each of two processes) is not what these tests check; the quick
+# run above trains on the recipe's own fast path
+SMALL = ["--train-samples", "256", "--test-samples", "16", "--max-digits", "4", "--batch-size", "32", "--no-jit",
          "--no-attention-maps"]
 
 
