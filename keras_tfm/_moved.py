@@ -79,6 +79,9 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Answers an import of an old name with the module at its new name. It sits first in `sys.meta_path`: the
     finders after it would load the file a second time, as a new module, under a moved package's old name."""
 
+    def __init__(self):
+        self._spec_of = {}  # old name -> the spec of the module at its new name, from create_module to exec_module
+
     def find_spec(self, fullname, path=None, target=None):
         if new_name(fullname) is None:
             return None
@@ -89,7 +92,6 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         warnings.warn(f"`{spec.name}` moved to `{new}` in keras_tfm 0.2.0; the old name goes in 0.3",
                       DeprecationWarning, stacklevel=_callers_stacklevel())
         module = importlib.import_module(new)
-        self._spec_of = getattr(self, "_spec_of", {})
         self._spec_of[spec.name] = module.__spec__
         return module
 

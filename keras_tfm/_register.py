@@ -29,15 +29,21 @@ def register():
                       "`import keras_tfm.saving` shows the whole error.", ImportWarning, stacklevel=2)
 
 
-def _find_with_the_other_finders(skip, fullname, path, target):
-    """The spec the finders after ours in `sys.meta_path` give (Python's own, or an editable install's)."""
+def _spec_run_through(skip, fullname, path, target, run):
+    """The spec the finders after ours in `sys.meta_path` give for `fullname` (Python's own, or an editable
+    install's), with its loader running the module as `run(exec_module, module)`: the loader's own `exec_module`
+    plus what we do around it. Only this spec's loader object changes."""
+    spec = None
     for finder in list(sys.meta_path):
-        if isinstance(finder, skip) or not hasattr(finder, "find_spec"):
-            continue
-        spec = finder.find_spec(fullname, path, target)
-        if spec is not None:
-            return spec
-    return None
+        if not isinstance(finder, skip) and hasattr(finder, "find_spec"):
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+    if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        return spec
+    exec_module = spec.loader.exec_module
+    spec.loader.exec_module = lambda module: run(exec_module, module)
+    return spec
 
 
 class _RegisterOnceKerasLoads(importlib.abc.MetaPathFinder):
@@ -49,20 +55,15 @@ class _RegisterOnceKerasLoads(importlib.abc.MetaPathFinder):
         if fullname != "keras":
             return None
         sys.meta_path.remove(self)  # once: the look-up below must not come back here
-        spec = _find_with_the_other_finders((), fullname, path, target)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        run_keras = spec.loader.exec_module
+        return _spec_run_through((), fullname, path, target, self._run_keras)
 
-        def exec_module(module):
-            run_keras(module)
-            if _state["depth"]:
-                _state["pending"] = True  # `_CountOurImports` registers when our outermost import ends
-            else:
-                register()
-
-        spec.loader.exec_module = exec_module  # this spec's own loader object: nothing else is changed
-        return spec
+    @staticmethod
+    def _run_keras(exec_module, module):
+        exec_module(module)
+        if _state["depth"]:
+            _state["pending"] = True  # `_CountOurImports` registers when our outermost import ends
+        else:
+            register()
 
 
 class _CountOurImports(importlib.abc.MetaPathFinder):
@@ -72,22 +73,17 @@ class _CountOurImports(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
         if not fullname.startswith("keras_tfm."):
             return None
-        spec = _find_with_the_other_finders(_CountOurImports, fullname, path, target)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        run_module = spec.loader.exec_module
+        return _spec_run_through(_CountOurImports, fullname, path, target, self._run_ours)
 
-        def exec_module(module):
-            _state["depth"] += 1
-            try:
-                run_module(module)
-            finally:
-                _state["depth"] -= 1
-            if not _state["depth"] and _state["pending"]:
-                register()
-
-        spec.loader.exec_module = exec_module
-        return spec
+    @staticmethod
+    def _run_ours(exec_module, module):
+        _state["depth"] += 1
+        try:
+            exec_module(module)
+        finally:
+            _state["depth"] -= 1
+        if not _state["depth"] and _state["pending"]:
+            register()
 
 
 def install():
