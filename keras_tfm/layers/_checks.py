@@ -128,11 +128,13 @@ def known_keywords(owner, kwargs, accepted, signature_of=None):
 def booleans(owner, arguments):
     """A TypeError for each argument of `owner.__init__` (a class) whose default is True or False but whose value
     in `arguments` (the constructor's `locals()`) is not a bool: `norm_first="yes"` must not quietly mean True,
-    nor `norm_first="no"`."""
+    nor `norm_first="no"`. An owner's `OTHER_OPTIONS` ({name: values}) names the other values an argument may
+    take (ViT's `rescale="imagenet"`)."""
+    others = getattr(owner, "OTHER_OPTIONS", {})
     for name, parameter in inspect.signature(owner.__init__).parameters.items():
         if isinstance(parameter.default, bool) and name in arguments:
             value = arguments[name]
-            if not isinstance(value, (bool, np.bool_)):
+            if not isinstance(value, (bool, np.bool_)) and value not in others.get(name, ()):
                 raise TypeError(f"`{name}` must be True or False. Received: {name}={value!r}")
 
 

@@ -94,8 +94,23 @@ class PresetMixin:
     def get_config(self):
         config = super().get_config()  # name, trainable, dtype
         config.update({name: getattr(self, name) for name in self.argument_names()})
+        # The model is rebuilt from its arguments, not from its layers' configs: layers frozen for fine-tuning
+        # (`freeze_lower_blocks`) are named here, or a loaded model would train them (and its saved optimizer,
+        # which has no slots for them, would not load).
+        frozen = [layer.name for layer in self.layers if not layer.trainable]
+        if frozen:
+            config["frozen_layers"] = frozen
         return config
 
     @classmethod
     def from_config(cls, config):
-        return cls(**config)
+        config = dict(config)
+        frozen = config.pop("frozen_layers", ())
+        return freeze_layers(cls(**config), frozen)
+
+
+def freeze_layers(model, names):
+    """Sets `trainable=False` on `model`'s layers of these names (a config's "frozen_layers"); returns the model."""
+    for name in names:
+        model.get_layer(name).trainable = False
+    return model

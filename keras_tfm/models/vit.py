@@ -1,6 +1,6 @@
 """The Vision Transformer (Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words").
 
-    image -> rescale to [-1, 1] -> PatchEmbedding (+[CLS], + positions) -> depth x EncoderBlock
+    image -> rescale to [-1, 1] (or ImageNet's mean/std) -> PatchEmbedding (+[CLS], + positions) -> depth x EncoderBlock
           -> LayerNorm -> [CLS] state (or mean, or sequence pooling, of the patch tokens) -> Dense logits
 
 Three options make a ViT learn from small data sets (CIFAR-10's 50,000 images) without pre-training, by giving
@@ -25,6 +25,10 @@ from keras_tfm.models._lora import ParameterEfficient
 from keras_tfm.models.presets import VIT_PRESETS
 
 POOLS = ("cls", "mean", "sequence")
+RESCALES = (True, False, "imagenet")
+# ImageNet's per-channel mean and standard deviation of [0, 1] pixels: the normalisation of DeiT, DINOv2 and most
+# timm / HuggingFace checkpoints trained after the original ViT (which maps pixels to [-1, 1]).
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 NO_WEIGHT_DECAY = ("cls_token", "position_embeddings")  # besides biases and norms, by rule
 
 
@@ -65,6 +69,7 @@ class ViTBackbone(ParameterEfficient, PresetModel, keras.Model):
     """
 
     PRESETS = BACKBONE_PRESETS
+    OTHER_OPTIONS = {"rescale": ("imagenet",)}  # besides True and False
     lora_trainable_layers = ()  # a backbone alone: only the LoRA updates learn
 
     def __init__(
@@ -94,6 +99,25 @@ class ViTBackbone(ParameterEfficient, PresetModel, keras.Model):
                                 tokenizer, locality)
         super().__init__(images, states, **kwargs)
         self.store_arguments(locals())
+
+    @classmethod
+    def from_pretrained(cls, path, image_size=None, **kwargs):
+        """A backbone of a pretrained checkpoint's own sizes, holding its weights (its classifier ignored).
+
+        Args:
+            path: a checkpoint file or HuggingFace folder (see `load_vit_weights`): original ViT `.npz`, timm
+                `.safetensors` / `.pth`, HuggingFace ViT or DINOv2.
+            image_size: the images it will see; None = the size its position table was trained for. Another size
+                resamples the table (the patch size must divide it).
+            **kwargs: arguments that do not change the weights (`dropout`, `drop_path`, `dtype`, `name`, ...).
+
+        Example:
+
+        >>> backbone = ViTBackbone.from_pretrained("checkpoints/dinov2-vits14", image_size=112)  # doctest: +SKIP
+        """
+        from keras_tfm.models import vit_weights  # it imports this module
+
+        return vit_weights.from_checkpoint(cls, path, image_size, dict(class_token=True), kwargs)
 
     @classmethod
     def from_vit(cls, vit, **kwargs):
@@ -126,8 +150,9 @@ class ViT(ParameterEfficient, PresetModel, keras.Model):
     `encoder_norm`, `pool`, `head` (when `include_top`). `model.get_layer("block_3")` is an `EncoderBlock`.
 
     Input pixels: with `rescale=True` (default) the model takes raw pixel values in [0, 255], uint8 or float,
-    and maps them to [-1, 1] itself (the preprocessing of the original ViT checkpoints). Pass `rescale=False`
-    to feed images you normalised yourself.
+    and maps them to [-1, 1] itself (the preprocessing of the original ViT checkpoints); `rescale="imagenet"`
+    takes the same pixels and normalises them with ImageNet's mean and standard deviation (DeiT, DINOv2). Pass
+    `rescale=False` to feed images you normalised yourself.
 
     Args:
         image_size: int or `(height, width)` the model is built for. With `position="sincos2d"` the model also
@@ -149,7 +174,8 @@ class ViT(ParameterEfficient, PresetModel, keras.Model):
         head_activation: activation of the head (`None` = logits, `"softmax"` = probabilities). The old name
             `activation` still works, with a DeprecationWarning, for one release.
         channels: number of image channels.
-        rescale: whether the model rescales [0, 255] pixels to [-1, 1].
+        rescale: what the model does to [0, 255] pixels first: `True` maps them to [-1, 1], `"imagenet"`
+            subtracts ImageNet's mean and divides by its standard deviation (per channel), `False` nothing.
         layer_norm_epsilon: epsilon of every layer norm.
         tokenizer: how `PatchEmbedding` makes the token grid: `"linear"` (the paper's patches), `"conv"` (a
             convolutional stem, CCT / hybrid ViT) or `"shifted"` (shifted patch tokenization, SPT). The grid is
@@ -171,6 +197,7 @@ class ViT(ParameterEfficient, PresetModel, keras.Model):
 
     RENAMED_ARGUMENTS = {"activation": "head_activation"}
     PRESETS = VIT_PRESETS
+    OTHER_OPTIONS = {"rescale": ("imagenet",)}  # besides True and False
 
     def __init__(
         self,
@@ -222,6 +249,33 @@ class ViT(ParameterEfficient, PresetModel, keras.Model):
 
         self.store_arguments(locals())
 
+    @classmethod
+    def from_pretrained(cls, path, num_classes=None, image_size=None, **kwargs):
+        """A ViT of a pretrained checkpoint's own sizes (read from its tensors), holding its weights, with a new
+        head for `num_classes` (the checkpoint's classifier is ignored): the first step of fine-tuning.
+
+        What the checkpoint implies is taken from it (`checkpoint_arguments`): patch size, width, depth, heads,
+        MLP width, norm epsilon, the pixel normalisation it was trained with (`rescale`), a learned position
+        table and a [CLS] token. LayerScale (DINOv2) is folded into the weights as they load.
+
+        Args:
+            path: a checkpoint file or HuggingFace folder (see `load_vit_weights`): original ViT `.npz`, timm
+                `.safetensors` / `.pth`, HuggingFace ViT or DINOv2.
+            num_classes: classes of the new head; None = no head (`include_top=False`, pooled [CLS] features).
+            image_size: the images it will see; None = the size its position table was trained for. Another size
+                resamples the table, as the paper does to fine-tune at another resolution.
+            **kwargs: arguments that do not change the weights (`dropout`, `drop_path`, `head_activation`,
+                `dtype`, `name`, ...).
+
+        Example:
+
+        >>> model = ViT.from_pretrained("checkpoints/dinov2-vits14", num_classes=10, image_size=112)  # doctest: +SKIP
+        """
+        from keras_tfm.models import vit_weights  # it imports this module
+
+        head = dict(num_classes=num_classes) if num_classes is not None else dict(include_top=False)
+        return vit_weights.from_checkpoint(cls, path, image_size, dict(pool="cls", **head), kwargs)
+
     def compile_for_training(self, optimizer=None, label_smoothing=0.0, **kwargs):
         """`compile` for sparse integer labels: cross-entropy and accuracy.
 
@@ -249,6 +303,10 @@ def _trunk(image_size, patch_size, dim, depth, num_heads, mlp_dim, class_token, 
     [1 +] patches, dim))`."""
     _checks.positive_int("depth", depth)
     _checks.positive_int("channels", channels)
+    if not (isinstance(rescale, bool) or rescale == "imagenet"):
+        raise ValueError(f"`rescale` must be one of {list(RESCALES)}. Received: rescale={rescale!r}")
+    if rescale == "imagenet" and channels != 3:
+        raise ValueError(f'`rescale="imagenet"` normalises 3 colour channels. Received: channels={channels}')
     _checks.rate("drop_path", drop_path)
     height, width = image_size if isinstance(image_size, (tuple, list)) else (image_size, image_size)
     patch_embedding = PatchEmbedding(
@@ -260,7 +318,14 @@ def _trunk(image_size, patch_size, dim, depth, num_heads, mlp_dim, class_token, 
     # sin-cos positions are computed per call, so any divisible image size works: leave the size open.
     spatial = (height, width) if position == "learned" else (None, None)
     images = keras.Input(spatial + (channels,), name="images")
-    x = keras.layers.Rescaling(1 / 127.5, offset=-1.0, name="rescaling")(images) if rescale else images
+    if rescale == "imagenet":
+        # (pixel / 255 - mean) / std, per channel, as a constant normalisation (no weights to load or train).
+        x = keras.layers.Normalization(mean=[255 * m for m in IMAGENET_MEAN],
+                                       variance=[(255 * s) ** 2 for s in IMAGENET_STD], name="rescaling")(images)
+    elif rescale:
+        x = keras.layers.Rescaling(1 / 127.5, offset=-1.0, name="rescaling")(images)
+    else:
+        x = images
     x = patch_embedding(x)  # (batch, [1 +] patches, dim)
     for i in range(depth):
         rate = drop_path * i / max(depth - 1, 1)

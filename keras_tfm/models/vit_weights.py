@@ -6,11 +6,18 @@ and converting its layout on the way:
     checkpoint tensor --rename--> model weight   (every tensor used and every weight filled, else ValueError)
                       --layout--> transpose / reshape into heads / split a fused q|k|v / resample positions
 
-Three naming schemes are understood, told apart by the file suffix and the names inside:
+Four naming schemes are understood, told apart by the file suffix and the names inside:
 
     .npz          the original release (google-research/vision_transformer, Flax): "Transformer/encoderblock_0/..."
-    .safetensors  timm: "blocks.0.attn.qkv.weight" (query, key and value fused in one matrix)
-    .safetensors  HuggingFace transformers: "vit.encoder.layer.0.attention.attention.query.weight"
+    .safetensors  timm: "blocks.0.attn.qkv.weight" (query, key and value fused in one matrix); also `.pth`
+    .safetensors  HuggingFace transformers' ViT: "vit.encoder.layer.0.attention.attention.query.weight"
+    .safetensors  HuggingFace transformers' DINOv2: "encoder.layer.0.attention.attention.query.weight", "...norm1..."
+
+A HuggingFace folder (`model.safetensors` beside `config.json`) can be given instead of the file.
+
+LayerScale (CaiT, Touvron et al. 2021; DINOv2 and timm's `ls1`/`ls2`) multiplies each residual branch's output by
+a learned vector, `x + gamma * branch(x)`. The branch ends in a linear projection, so the vector is folded into it
+at load time (`W * gamma`, `b * gamma`, exact): our `EncoderBlock` needs no extra weight for it.
 
 Flax stores kernels as (in, out), as Keras does; PyTorch stores Linear weights as (out, in) and Conv2d weights as
 (out, in, height, width), so those are transposed. The layouts and the checks are `keras_tfm.models._porting`'s,
@@ -22,6 +29,7 @@ import json
 import math
 import os
 import re
+import zipfile
 
 import numpy as np
 from keras import ops
@@ -31,12 +39,15 @@ from keras_tfm.models import _porting
 from keras_tfm.models._porting import (POSITION_TABLE, SAME, TORCH_CONV, TORCH_HEADS_BIAS, TORCH_HEADS_IN,
                                        TORCH_HEADS_OUT, TORCH_LINEAR, fused)
 from keras_tfm.models._safetensors import read_safetensors
-from keras_tfm.models.vit import ViT, ViTBackbone
+from keras_tfm.models.vit import IMAGENET_MEAN, ViT, ViTBackbone
 
 # A naming scheme: `top` and `block` map our weight names to (checkpoint name, layout); block names are
 # prefixed with `block_prefix` (with "{i}" the block index). `classifier` lists the checkpoint tensors that belong
 # to the classifier, dropped when the head is skipped.
-_Scheme = collections.namedtuple("Scheme", ["name", "top", "block", "block_prefix", "classifier"])
+# `layer_scale` maps a branch's output projection to the checkpoint's LayerScale vector (folded in, see above);
+# `ignored` lists tensors the checkpoint has and a ViT does not use (DINOv2's `mask_token`, for masked training).
+_Scheme = collections.namedtuple("Scheme", ["name", "top", "block", "block_prefix", "classifier", "layer_scale",
+                                            "ignored"], defaults=({}, ()))
 
 _ORIGINAL = _Scheme(
     name="original ViT (.npz)",
@@ -105,6 +116,7 @@ _TIMM = _Scheme(
     },
     block_prefix="blocks.{i}.",
     classifier=("head.weight", "head.bias"),
+    layer_scale={"attention/output": "ls1.gamma", "feed_forward/output": "ls2.gamma"},  # DINOv2, CaiT, DeiT III
 )
 
 
@@ -146,6 +158,46 @@ def _huggingface_scheme(prefix):
         classifier=(
             "classifier.weight", "classifier.bias", f"{prefix}pooler.dense.weight", f"{prefix}pooler.dense.bias"
         ),
+    )
+
+
+def _dinov2_scheme(prefix):
+    """transformers' `Dinov2Model` names ("" prefix) or those of its classifier ("dinov2." prefix)."""
+    projection = f"{prefix}embeddings.patch_embeddings.projection"
+    return _Scheme(
+        name="HuggingFace DINOv2 (.safetensors)",
+        top={
+            "patch_embedding/projection/kernel": (f"{projection}.weight", TORCH_CONV),
+            "patch_embedding/projection/bias": (f"{projection}.bias", SAME),
+            "patch_embedding/cls_token": (f"{prefix}embeddings.cls_token", SAME),
+            "patch_embedding/position_embeddings": (f"{prefix}embeddings.position_embeddings", POSITION_TABLE),
+            "encoder_norm/gamma": (f"{prefix}layernorm.weight", SAME),
+            "encoder_norm/beta": (f"{prefix}layernorm.bias", SAME),
+            "head/kernel": ("classifier.weight", TORCH_LINEAR),
+            "head/bias": ("classifier.bias", SAME),
+        },
+        block={
+            "attention_norm/gamma": ("norm1.weight", SAME),
+            "attention_norm/beta": ("norm1.bias", SAME),
+            "attention/query/kernel": ("attention.attention.query.weight", TORCH_HEADS_IN),
+            "attention/query/bias": ("attention.attention.query.bias", TORCH_HEADS_BIAS),
+            "attention/key/kernel": ("attention.attention.key.weight", TORCH_HEADS_IN),
+            "attention/key/bias": ("attention.attention.key.bias", TORCH_HEADS_BIAS),
+            "attention/value/kernel": ("attention.attention.value.weight", TORCH_HEADS_IN),
+            "attention/value/bias": ("attention.attention.value.bias", TORCH_HEADS_BIAS),
+            "attention/output/kernel": ("attention.output.dense.weight", TORCH_HEADS_OUT),
+            "attention/output/bias": ("attention.output.dense.bias", SAME),
+            "feed_forward_norm/gamma": ("norm2.weight", SAME),
+            "feed_forward_norm/beta": ("norm2.bias", SAME),
+            "feed_forward/hidden/kernel": ("mlp.fc1.weight", TORCH_LINEAR),
+            "feed_forward/hidden/bias": ("mlp.fc1.bias", SAME),
+            "feed_forward/output/kernel": ("mlp.fc2.weight", TORCH_LINEAR),
+            "feed_forward/output/bias": ("mlp.fc2.bias", SAME),
+        },
+        block_prefix=f"{prefix}encoder.layer.{{i}}.",
+        classifier=("classifier.weight", "classifier.bias"),
+        layer_scale={"attention/output": "layer_scale1.lambda1", "feed_forward/output": "layer_scale2.lambda1"},
+        ignored=(f"{prefix}embeddings.mask_token",),
     )
 
 
@@ -198,10 +250,7 @@ def load_vit_weights(model, path, skip_head=False):
     Reference: Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words: Transformers for Image Recognition at
     Scale", section 3.2 (fine-tuning: drop the pre-trained head, interpolate the position embeddings in 2D).
     """
-    path = os.fspath(path)
-    if not os.path.isfile(path):  # first: a missing file is the likeliest mistake, and nothing else matters then
-        where = "" if os.path.isabs(path) else f" (relative to {os.getcwd()!r})"
-        raise FileNotFoundError(f"No ViT checkpoint at `path`: {path!r}{where} is not a file.")
+    path = checkpoint_file(path)
     if not isinstance(model, (ViT, ViTBackbone)):
         raise ValueError("`model` must be a keras_tfm.models.ViT or ViTBackbone. Received: model of type "
                          f"{type(model).__name__}")
@@ -229,6 +278,11 @@ def load_vit_weights(model, path, skip_head=False):
         prefix = scheme.block_prefix.format(i=i)
         plan.update({f"block_{i}/{ours}": (prefix + theirs, layout) for ours, (theirs, layout) in scheme.block.items()})
 
+    # LayerScale vectors, one per branch and block, folded into the branch's output projection below.
+    scales = {f"block_{i}/{ours}": scheme.block_prefix.format(i=i) + theirs
+              for i in range(model.depth) for ours, theirs in scheme.layer_scale.items()}
+    scales = {ours: theirs for ours, theirs in scales.items() if theirs in tensors}
+
     drop_head = skip_head or not getattr(model, "include_top", False)  # a ViTBackbone has no head
     skipped = set(scheme.classifier) if drop_head else set()  # checkpoint tensors deliberately left unused
     # With skip_head the head stays as initialised: it is neither loaded nor reported as missing.
@@ -242,7 +296,11 @@ def load_vit_weights(model, path, skip_head=False):
         f"of shape {tuple(targets[m.key].shape)} needs {tuple('any' if size is None else size for size in m.expected)}"
         for m in mismatched_records]
 
-    used = {plan[name][0] for name in targets} | skipped
+    for ours, theirs in scales.items():
+        if tensors[theirs].shape != (model.dim,):
+            mismatched.append(f"`{theirs}` has shape {tensors[theirs].shape} in the checkpoint; a LayerScale vector "
+                              f"of this model needs ({model.dim},)")
+    used = {plan[name][0] for name in targets} | skipped | set(scales.values()) | set(scheme.ignored)
     unused = sorted(set(tensors) - used)
     problems = []
     if mismatched:
@@ -260,10 +318,116 @@ def load_vit_weights(model, path, skip_head=False):
 
     position = "patch_embedding/position_embeddings"
     values[position] = _fit_position_table(values[position], model.get_layer("patch_embedding"), plan[position][0])
+    for branch, source in scales.items():  # x + gamma * (h W + b) = x + h (W * gamma) + b * gamma
+        gamma = tensors[source]  # (dim,): scales the output features, the kernels' last axis
+        values[f"{branch}/kernel"] = values[f"{branch}/kernel"] * gamma
+        values[f"{branch}/bias"] = values[f"{branch}/bias"] * gamma
     for name, value in values.items():
         variable = weights[name]
         variable.assign(ops.cast(value, variable.dtype))
     return model
+
+
+def checkpoint_arguments(path):
+    """The `ViT` / `ViTBackbone` arguments a checkpoint's own shape implies, read from its tensors (and from a
+    HuggingFace `config.json` / `preprocessor_config.json` beside it).
+
+    Args:
+        path: a checkpoint file or HuggingFace folder, as `load_vit_weights` takes.
+
+    Returns:
+        A dict with `patch_size`, `dim`, `depth`, `num_heads`, `mlp_dim`, `image_size` (the size its position
+        table was trained for), `layer_norm_epsilon`, `rescale` (`"imagenet"` when the checkpoint's preprocessing
+        is ImageNet's mean and std, as DINOv2's and DeiT's, else `True`: [-1, 1]) and `position="learned"`.
+        `heads_recorded` says whether the checkpoint records its number of heads: PyTorch files do not, and
+        without a `config.json` it is `dim // 64` (64-wide heads, as every ViT, DeiT and DINOv2 size has).
+
+    Example:
+
+    >>> checkpoint_arguments("checkpoints/dinov2-vits14")  # doctest: +SKIP
+    {'patch_size': 14, 'dim': 384, 'depth': 12, 'num_heads': 6, 'mlp_dim': 1536, 'image_size': 518, ...}
+    """
+    file = checkpoint_file(path)
+    tensors = _read_checkpoint(file)
+    scheme = _naming_scheme(tensors, file)
+    first = scheme.block_prefix.format(i=0)
+
+    def tensor(name):
+        if name not in tensors:
+            raise ValueError(f"{file} ({scheme.name} names) has no `{name}`: not a complete ViT checkpoint.")
+        return tensors[name]
+
+    pattern = re.compile(re.escape(scheme.block_prefix).replace(re.escape("{i}"), r"(\d+)"))
+    depth = len({int(match.group(1)) for match in map(pattern.match, tensors) if match})
+    kernel = tensor(scheme.top["patch_embedding/projection/kernel"][0])
+    patch = kernel.shape[:2] if scheme is _ORIGINAL else kernel.shape[2:]  # Flax (h, w, in, out); torch (out, in, h, w)
+    dim = tensor(scheme.top["patch_embedding/cls_token"][0]).shape[-1]
+    patches = tensor(scheme.top["patch_embedding/position_embeddings"][0]).shape[-2] - 1
+    side = math.isqrt(patches)
+    query_bias = tensor(first + scheme.block["attention/query/bias"][0])
+    config = _json_beside(file, "config.json")
+    recorded = query_bias.ndim == 2 or isinstance(config.get("num_attention_heads"), int)
+    num_heads = (query_bias.shape[0] if query_bias.ndim == 2 else config.get("num_attention_heads", max(1, dim // 64)))
+    arguments = dict(
+        patch_size=int(patch[0]) if patch[0] == patch[1] else tuple(int(size) for size in patch),
+        dim=int(dim), depth=depth, num_heads=int(num_heads),
+        mlp_dim=int(tensor(first + scheme.block["feed_forward/hidden/bias"][0]).shape[0]),
+        image_size=int(side * patch[0]) if side * side == patches else None,
+        layer_norm_epsilon=float(config.get("layer_norm_eps", 1e-6)),
+        rescale="imagenet" if _imagenet_normalised(file, config) else True,
+        position="learned",
+    )
+    if arguments["image_size"] is None:
+        raise ValueError(f"{file}: the position table has {patches} patch rows, not a square grid; pass image_size.")
+    arguments["heads_recorded"] = recorded
+    return arguments
+
+
+def from_checkpoint(cls, path, image_size, layout, kwargs):
+    """`ViT.from_pretrained` and `ViTBackbone.from_pretrained`: `cls` of the checkpoint's sizes, `layout` (the
+    pooling or [CLS] token), the caller's `kwargs`, loaded with a fresh head."""
+    arguments = checkpoint_arguments(path)
+    # The checkpoint's shape is not the caller's to change; the number of heads is, where it is not recorded.
+    fixed = set(arguments) - {"image_size", "heads_recorded"} - ({"num_heads"} if not arguments["heads_recorded"]
+                                                                 else set())
+    arguments = {**{name: value for name, value in arguments.items() if name != "heads_recorded"},
+                 **{name: kwargs.pop(name) for name in ("num_heads",) if name in kwargs and name not in fixed}}
+    clashing = sorted(fixed & set(kwargs))
+    if clashing:
+        raise TypeError(f"{cls.__name__}.from_pretrained takes {', '.join(clashing)} from the checkpoint "
+                        f"({', '.join(f'{name}={arguments[name]!r}' for name in clashing)}); build "
+                        f"{cls.__name__}(...) and call load_vit_weights to choose them yourself.")
+    if image_size is not None:
+        arguments["image_size"] = image_size
+    model = cls(**arguments, **layout, tokenizer="linear", locality=False, **kwargs)
+    load_vit_weights(model, path, skip_head=True)
+    if getattr(model, "include_top", False):
+        # The paper's fine-tuning head: zero-initialised, so training starts from uniform predictions instead of
+        # random logits of pretrained features (whose scale is large: DINOv2's reach +-10).
+        for variable in model.get_layer("head").weights:
+            variable.assign(ops.zeros(variable.shape, variable.dtype))
+    return model
+
+
+def _json_beside(file, name):
+    """The dict in the JSON file `name` beside `file` ({} when there is none, or it holds no dict)."""
+    config_path = os.path.join(os.path.dirname(file), name)
+    if not os.path.isfile(config_path):
+        return {}
+    try:
+        with open(config_path) as stream:
+            config = json.load(stream)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{config_path} is not readable JSON: {error}") from None
+    return config if isinstance(config, dict) else {}
+
+
+def _imagenet_normalised(file, config):
+    """Whether the checkpoint beside `file` expects ImageNet's mean/std (else [-1, 1], the original ViT's)."""
+    mean = _json_beside(file, "preprocessor_config.json").get("image_mean")
+    if mean is not None:
+        return bool(np.allclose(mean, IMAGENET_MEAN, atol=1e-3))
+    return config.get("model_type") == "dinov2"
 
 
 def _hints(plan, mismatched, missing, unused, scheme):
@@ -363,12 +527,9 @@ def _check_sizes(model, tensors, scheme, path):
     query_bias = tensors.get(first + scheme.block["attention/query/bias"][0])
     if query_bias is not None and query_bias.ndim == 2:
         found["num_heads"] = query_bias.shape[0]  # Flax keeps the heads apart: (heads, head_dim)
-    config_path = os.path.join(os.path.dirname(path), "config.json")
-    if "num_heads" not in found and os.path.isfile(config_path):
-        with open(config_path) as file:
-            config = json.load(file)
-        if isinstance(config, dict) and isinstance(config.get("num_attention_heads"), int):
-            found["num_heads"] = config["num_attention_heads"]  # HuggingFace's config beside the weights
+    config = _json_beside(path, "config.json") if "num_heads" not in found else {}
+    if isinstance(config.get("num_attention_heads"), int):
+        found["num_heads"] = config["num_attention_heads"]  # HuggingFace's config beside the weights
 
     differ = {name: size for name, size in found.items() if getattr(model, name) != size}
     if differ:
@@ -380,11 +541,14 @@ def _check_sizes(model, tensors, scheme, path):
 
 
 def _naming_scheme(tensors, path):
-    """Which of the three naming schemes a checkpoint uses."""
+    """Which of the four naming schemes a checkpoint uses."""
     if path.lower().endswith(".npz"):
         return _ORIGINAL
     if "cls_token" in tensors:
         return _TIMM
+    for prefix in ("dinov2.", ""):
+        if f"{prefix}encoder.layer.0.norm1.weight" in tensors:  # DINOv2's block names (ViT's: layernorm_before)
+            return _dinov2_scheme(prefix)
     for prefix in ("vit.", ""):
         if f"{prefix}embeddings.cls_token" in tensors:
             return _huggingface_scheme(prefix)
@@ -394,14 +558,68 @@ def _naming_scheme(tensors, path):
     )
 
 
+CHECKPOINT_SUFFIXES = (".npz", ".safetensors", ".pth", ".pt", ".bin")
+
+
+def checkpoint_file(path):
+    """The checkpoint file `path` names: the file itself, or a HuggingFace folder's `model.safetensors`.
+
+    Raises:
+        FileNotFoundError: nothing at `path`, or a folder without `model.safetensors`.
+        ValueError: a file whose suffix is not a checkpoint's (`CHECKPOINT_SUFFIXES`).
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        inside = os.path.join(path, "model.safetensors")
+        if not os.path.isfile(inside):
+            raise FileNotFoundError(f"The folder {path!r} holds no model.safetensors: not a HuggingFace checkpoint "
+                                    "folder. Give the checkpoint file itself, or the folder that holds it.")
+        return inside
+    if not os.path.isfile(path):  # first: a missing file is the likeliest mistake, and nothing else matters then
+        where = "" if os.path.isabs(path) else f" (relative to {os.getcwd()!r})"
+        raise FileNotFoundError(f"No ViT checkpoint at `path`: {path!r}{where} is not a file.")
+    if path.lower().endswith(".keras"):
+        raise ValueError(f"{path} is a whole saved Keras model, not a checkpoint of weights: load it with "
+                         "keras_tfm.load_model (or keras.saving.load_model) and train it further.")
+    if not path.lower().endswith(CHECKPOINT_SUFFIXES):
+        raise ValueError(
+            f"Unknown checkpoint format: the path must end in `.npz` (original ViT, timm), `.safetensors` (timm, "
+            f"HuggingFace), or `.pth`/`.pt`/`.bin` (a PyTorch state dict), or name a HuggingFace folder. "
+            f"Received: path={path!r}")
+    return path
+
+
 def _read_checkpoint(path):
-    """`{name: float32 array}` from a `.npz` or `.safetensors` file."""
-    if path.lower().endswith(".npz"):
-        with np.load(path, allow_pickle=False) as archive:
-            return {name: np.asarray(archive[name], dtype="float32") for name in archive.files}
-    if path.lower().endswith(".safetensors"):
+    """`{name: float32 array}` from a `.npz`, `.safetensors` or PyTorch (`.pth`, `.pt`, `.bin`) file."""
+    lowered = path.lower()
+    try:
+        if lowered.endswith(".npz"):
+            with np.load(path, allow_pickle=False) as archive:
+                return {name: np.asarray(archive[name], dtype="float32") for name in archive.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:  # not a zip, cut short, pickled objects
+        raise ValueError(f"{path} is not a readable .npz checkpoint (not one, cut short, or holding Python "
+                         f"objects): {error}") from None
+    if lowered.endswith(".safetensors"):
         return read_safetensors(path, floats_only=True)
-    raise ValueError(
-        f"Unknown checkpoint format: the path must end in `.npz` (original ViT) or `.safetensors` (timm, "
-        f"HuggingFace). Received: path={path!r}"
-    )
+    return _read_torch_checkpoint(path)
+
+
+def _read_torch_checkpoint(path):
+    """A PyTorch state dict (timm's `.pth`), read with `torch.load(weights_only=True)`: tensors only, no code."""
+    try:
+        import torch
+    except ImportError:
+        raise ValueError(f"{path} is a PyTorch file: reading it needs torch (pip install torch), or convert it to "
+                         ".safetensors first.") from None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises many kinds for a file that is not a state dict
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise ValueError(f"{path} is not a readable PyTorch checkpoint: {type(error).__name__}: {first_line}") \
+            from None
+    for key in ("model", "state_dict"):  # training checkpoints wrap the weights
+        if isinstance(state, dict) and isinstance(state.get(key), dict):
+            state = state[key]
+    if not isinstance(state, dict) or not all(isinstance(value, torch.Tensor) for value in state.values()):
+        raise ValueError(f"{path} holds no state dict of tensors (a dict of name -> tensor).")
+    return {name: value.detach().float().numpy() for name, value in state.items()}

@@ -273,8 +273,8 @@ def test_position_table_is_resampled_to_the_model_grid(tmp_path, size):
 
 def test_unused_checkpoint_tensor_is_named(tmp_path):
     tensors = timm_tensors(random_parameters())
-    tensors["blocks.0.ls1.gamma"] = np.ones(DIM)  # LayerScale: a timm variant our ViT does not have
-    with pytest.raises(ValueError, match=r"no place for: `blocks\.0\.ls1\.gamma`"):
+    tensors["blocks.0.attn.q_norm.weight"] = np.ones(DIM)  # query norm: a timm variant our ViT does not have
+    with pytest.raises(ValueError, match=r"no place for: `blocks\.0\.attn\.q_norm\.weight`"):
         load_vit_weights(vit(), save(tmp_path, "timm", tensors))
 
 
@@ -364,9 +364,9 @@ def test_models_with_the_small_data_options_are_refused(tmp_path, overrides):
 
 
 def test_unknown_file_suffix_is_refused(tmp_path):
-    (tmp_path / "pytorch_model.bin").write_bytes(b"\0" * 8)
-    with pytest.raises(ValueError, match=r"must end in `\.npz`.*or `\.safetensors`"):
-        load_vit_weights(vit(), tmp_path / "pytorch_model.bin")
+    (tmp_path / "weights.h5").write_bytes(b"\0" * 8)
+    with pytest.raises(ValueError, match=r"must end in `\.npz`.*`\.safetensors`.*or `\.pth`"):
+        load_vit_weights(vit(), tmp_path / "weights.h5")
 
 
 def test_a_missing_file_is_the_first_thing_reported(tmp_path, monkeypatch):
