@@ -476,7 +476,7 @@ def predict(run_dir, texts):
         folder = run_dir  # the pipeline's own folder was given
     try:
         pipeline = TextClassifierPipeline.load(folder)
-    except ValueError as error:
+    except (ValueError, OSError) as error:  # OSError: no model.keras in the folder
         print(f"error: --predict: {error} A finished imdb_classifier run keeps it in RUN_DIR/classifier.",
               file=sys.stderr)
         sys.exit(2)

@@ -21,6 +21,7 @@ import numpy as np
 
 from keras_tfm.data.word_ids import load_vocabulary, save_vocabulary, standardize_review, vectorize
 from keras_tfm.models.text_classifier import TextClassifier
+from keras_tfm.text._saved_model import load_pipeline_model
 from keras_tfm.text.pretrained_tokenizer import PretrainedTokenizer
 
 FORMAT = "keras_tfm.TextClassifierPipeline"
@@ -117,8 +118,15 @@ class TextClassifierPipeline:
         return vectorize(self.vectorizer, texts)  # a string tensor: non-ASCII text on every backend
 
     def predict(self, texts, batch_size=256):
-        """Class probabilities `(len(texts), num_classes)` float32 of a list of strings (rows sum to 1)."""
+        """Class probabilities `(len(texts), num_classes)` float32 of a list of strings (rows sum to 1). A blank
+        text is a ValueError, as on the recipe's command line: it has no words, and the model's answer for it
+        (its prior) would read as a judgement."""
         ids = self.token_ids(texts)
+        blank = [i for i, text in enumerate(texts) if not text.strip()]
+        if blank:
+            raise ValueError(f"every text must hold at least one non-blank character (an empty text has no words to "
+                             f"classify). Received: texts[{blank[0]}]={texts[blank[0]]!r}"
+                             + (f" and {len(blank) - 1} more blank" if len(blank) > 1 else ""))
         if not len(ids["token_ids"] if isinstance(ids, dict) else ids):
             return np.zeros((0, len(self.class_names)), "float32")
         outputs = self.model.predict(ids, batch_size=batch_size, verbose=0)  # (n, num_classes)
@@ -168,7 +176,7 @@ class TextClassifierPipeline:
             raise ValueError(f"{manifest!r} is not a keras_tfm TextClassifierPipeline manifest "
                              f"(format={info.get('format')!r}).")
         if info.get("tokenizer"):
-            model = keras.saving.load_model(os.path.join(directory, "model.keras"))
+            model = load_pipeline_model(directory)
             tokenizer = PretrainedTokenizer.load(os.path.join(directory, info["tokenizer"]))
             return cls(model, tokenizer, info["class_names"])
         standardize = info["standardize"]
@@ -178,7 +186,7 @@ class TextClassifierPipeline:
                 raise ValueError(f"{manifest!r} names the standardisation {standardize!r}, which is not registered "
                                  "with Keras: import the module that defines it before loading.")
             standardize = function
-        model = keras.saving.load_model(os.path.join(directory, "model.keras"))
+        model = load_pipeline_model(directory)
         vocabulary = load_vocabulary(os.path.join(directory, "vocabulary.txt"))
         return cls(model, vocabulary, info["class_names"], standardize, info["sequence_length"])
 

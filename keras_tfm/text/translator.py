@@ -14,6 +14,7 @@ import numpy as np
 
 from keras_tfm.insight.attention_probe import attention_maps
 from keras_tfm.models.seq2seq import Seq2SeqTransformer
+from keras_tfm.text._saved_model import load_pipeline_model
 from keras_tfm.text.tokenizer import END, START, UNK, SubwordTokenizer
 
 FORMAT = "keras_tfm.Translator"
@@ -133,7 +134,7 @@ class Translator:
             info = json.load(file)
         if info.get("format") != FORMAT:
             raise ValueError(f"{manifest!r} is not a keras_tfm Translator manifest (format={info.get('format')!r}).")
-        model = keras.saving.load_model(os.path.join(directory, "model.keras"))
+        model = load_pipeline_model(directory)
         source = SubwordTokenizer.load(os.path.join(directory, "source.model"))
         target = source if info.get("shared_vocabulary") else SubwordTokenizer.load(os.path.join(directory, "target.model"))
         return cls(model, source, target)

@@ -29,11 +29,15 @@ def test_predict_gives_the_softmax_of_the_model_on_the_recipe_token_ids():
     np.testing.assert_array_equal(pipeline.token_ids(["GREAT film<br />unheard-of"]), [[2, 3, 1, 1, 0, 0]])
     logits = to_numpy(model(ids))
     expected = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
-    probabilities = pipeline.predict(TEXTS)
-    assert probabilities.shape == (4, 2) and probabilities.dtype == np.float32
-    np.testing.assert_allclose(probabilities, expected, atol=1e-6)
-    assert pipeline.classify(TEXTS) == [["negative", "positive"][i] for i in expected.argmax(-1)]
+    probabilities = pipeline.predict(TEXTS[:3])  # the last is blank: token ids, but nothing to classify
+    assert probabilities.shape == (3, 2) and probabilities.dtype == np.float32
+    np.testing.assert_allclose(probabilities, expected[:3], atol=1e-6)
+    assert pipeline.classify(TEXTS[:3]) == [["negative", "positive"][i] for i in expected[:3].argmax(-1)]
     assert pipeline.predict([]).shape == (0, 2)
+    # As the recipe's --predict says: a blank text is an error, not the model's prior read as an answer.
+    with pytest.raises(ValueError, match=r"every text must hold at least one non-blank character .* Received: "
+                                         r"texts\[3\]='' and 1 more blank"):
+        pipeline.classify(TEXTS + ["  \n"])
 
 
 @pytest.mark.every_backend  # TextVectorization needs TensorFlow installed, not as the backend
@@ -62,7 +66,7 @@ def test_save_and_load_round_trip_exactly(tmp_path, standardize):
     loaded = TextClassifierPipeline.load(folder)
     assert (loaded.class_names, loaded.sequence_length, loaded.vocabulary) == (["neg", "pos"], 5, VOCABULARY)
     assert loaded.standardize == (word_ids.standardize_review if standardize == "recipe" else standardize)
-    np.testing.assert_array_equal(loaded.predict(TEXTS), pipeline.predict(TEXTS))
+    np.testing.assert_array_equal(loaded.predict(TEXTS[:3]), pipeline.predict(TEXTS[:3]))
 
 
 def test_bad_arguments_say_what_was_expected(tmp_path):
@@ -86,3 +90,19 @@ def test_bad_arguments_say_what_was_expected(tmp_path):
         pipeline.predict([3])
     with pytest.raises(ValueError, match="is not a saved TextClassifierPipeline: it has no classifier.json"):
         TextClassifierPipeline.load(tmp_path)
+
+
+def test_a_truncated_model_file_is_named_by_load_and_by_the_recipes_predict(tmp_path, capsys):
+    from recipes import imdb_classifier
+
+    folder = TextClassifierPipeline(classifier(), VOCABULARY).save(tmp_path / "classifier")
+    model_file = folder / "model.keras"
+    model_file.write_bytes(model_file.read_bytes()[:20_000])  # what a crash during the write leaves
+    with pytest.raises(ValueError, match=r"model\.keras' is not a complete \.keras file \(20,000 bytes"):
+        TextClassifierPipeline.load(folder)
+    with pytest.raises(SystemExit) as exit_info:
+        imdb_classifier.predict(str(tmp_path), ["A great film."])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: --predict: ") and "is not a complete .keras file" in error
+    assert "\n" not in error and "File not found" not in error
