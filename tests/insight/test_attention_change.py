@@ -2,11 +2,13 @@
 only one head was changed, which the view must find."""
 
 import keras
+import matplotlib.text
 import numpy as np
 import pytest
 
 from keras_tfm import TextClassifier, attention_maps
 from keras_tfm.insight import visualize
+from keras_tfm.insight.visualize.attention_plots import plot_attention_change
 
 
 def test_change_is_the_total_variation_per_query_averaged_over_real_queries():
@@ -62,3 +64,26 @@ def test_control_characters_never_reach_a_label():
     figure = visualize.plot_token_attention(["a\x85", "b"], [0.5, 0.5], title="t\x85")
     texts = [t.get_text() for ax in figure.axes for t in ax.texts]
     assert all(text.isprintable() for text in texts)
+
+
+@pytest.mark.parametrize("scale", [0.6, 0.01])  # "0.38" cells, and the "4e-03" cells of a gentle fine-tune
+def test_every_word_of_the_change_picture_lies_inside_it(scale):
+    # The quick start's model: six attention layers with long names, four heads (the narrowest map).
+    names = [f"{part}_block_{i}/{kind}_attention" for part, kinds in (("encoder", ("self",)),
+                                                                      ("decoder", ("self", "cross")))
+             for i in range(2) for kind in kinds]
+    change = np.random.default_rng(0).uniform(0, scale, (len(names), 4))
+    figure = plot_attention_change(names, change, title="epoch 3: how far each head's attention moved since epoch 2")
+    figure.canvas.draw()
+    width, height = figure.bbox.width, figure.bbox.height
+    texts = [text for text in figure.findobj(matplotlib.text.Text) if text.get_visible() and text.get_text()]
+    assert any("cross_attention, head" in text.get_text() for text in texts)  # the ranking is among them
+    for text in texts:
+        box = text.get_window_extent()
+        assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= width and box.y1 <= height, text.get_text()[:60]
+    # The numbers stay inside their cells: each cell's label is narrower than the cell.
+    heatmap = figure.axes[0]
+    cell_width = heatmap.get_window_extent().width / change.shape[1]
+    labels = [text for text in heatmap.texts]
+    assert len(labels) == change.size
+    assert max(text.get_window_extent().width for text in labels) < cell_width

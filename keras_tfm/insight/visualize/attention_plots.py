@@ -25,13 +25,21 @@ def plot_attention_change(names, change, title=None, top=8):
     """
     change = np.asarray(change, dtype="float64")
     layers, heads = change.shape
-    width = 1.0 + 0.62 * heads + 3.2
-    figure = _figure(figsize=(width, 1.4 + 0.5 * layers))
-    grid = figure.add_gridspec(1, 2, width_ratios=[0.62 * heads + 1.0, 3.2])
-    ax = figure.add_subplot(grid[0])
     high = max(float(change.max()), 1e-6)
     small = high < 0.05  # a short or gentle fine-tune: "0.00" in every cell would hide which heads moved
     cell, ranked = ("{:.0e}", "{:.1e}") if small else ("{:.2f}", "{:.3f}")
+    order = np.argsort(-change, axis=None)[:top]
+    lines = ["most changed heads:"] + [f"{k + 1}. {printable(names[i])}, head {j}: {ranked.format(change[i, j])}"
+                                       for k, (i, j) in enumerate(zip(*np.unravel_index(order, change.shape)))]
+    # Room measured in characters (about 0.075 inch each at 9 points, monospace 0.078): the layer names left of
+    # the map, cells wide enough for their numbers, and the ranking's longest line, so nothing runs off the figure.
+    label_inches = 0.3 + 0.075 * max(len(printable(name)) for name in names)
+    map_inches = max(0.62, 0.09 * len(cell.format(high)) + 0.2) * heads + 0.9  # + the colour bar
+    side_inches = 0.2 + 0.078 * max(len(line) for line in lines)
+    width = label_inches + map_inches + side_inches
+    figure = _figure(figsize=(width, 1.4 + 0.5 * layers))
+    grid = figure.add_gridspec(1, 2, width_ratios=[label_inches + map_inches, side_inches])
+    ax = figure.add_subplot(grid[0])
     image = ax.imshow(change, cmap=_colormap("Reds"), vmin=0.0, vmax=high, aspect="auto")
     for i in range(layers):
         for j in range(heads):
@@ -44,15 +52,20 @@ def plot_attention_change(names, change, title=None, top=8):
     colorbar.set_label("share of attention moved", fontsize=8)
     side = figure.add_subplot(grid[1])
     side.axis("off")
-    order = np.argsort(-change, axis=None)[:top]
-    lines = ["most changed heads:"] + [f"{k + 1}. {printable(names[i])}, head {j}: {ranked.format(change[i, j])}"
-                                       for k, (i, j) in enumerate(zip(*np.unravel_index(order, change.shape)))]
     side.text(0.0, 1.0, "\n".join(lines), va="top", ha="left", fontsize=9, family="monospace", transform=side.transAxes)
     figure.suptitle(printable(title or "how far each head's attention moved"), fontsize=11)
     caption = textwrap.wrap("total variation distance per query, 0.5 Σ|before − after| over the keys, mean over the "
                             "queries: 0 = unchanged, 1 = all of the attention went elsewhere", int(18 * width))
     figure.text(0.01, 0.01, "\n".join(caption), fontsize=7, color="#444444")
-    figure.tight_layout(rect=(0, 0.03 + 0.025 * len(caption), 1, 0.95))
+    rect = (0, 0.03 + 0.025 * len(caption), 1, 0.95)
+    figure.tight_layout(rect=rect)
+    for _ in range(3):  # fonts differ between machines: measure the ranking and widen the figure until it fits
+        figure.canvas.draw()
+        overflow = max(text.get_window_extent().x1 for text in side.texts) / figure.dpi - figure.get_figwidth()
+        if overflow <= -0.1:  # a tenth of an inch to spare
+            break
+        figure.set_figwidth(figure.get_figwidth() + overflow + 0.3)
+        figure.tight_layout(rect=rect)
     return figure
 
 
