@@ -126,8 +126,16 @@ def _number(text):
     return float("nan") if text in ("NA", "") else float(text)
 
 
-def plot_curves(history, path):
-    """Loss and metric curves (train and validation) from a {name: values} history; saved as PNG."""
+def plot_curves(history, path, parts_per_epoch=1):
+    """Loss and metric curves (train and validation) from a {name: values} history (`curves_figure`), saved as
+    PNG at `path`; returns `path`."""
+    curves_figure(history, parts_per_epoch).savefig(path, dpi=100)
+    return path
+
+
+def curves_figure(history, parts_per_epoch=1):
+    """The figure of `plot_curves`. With `parts_per_epoch` > 1 each row of the history is that share of an epoch
+    (imdb_classifier's `--parts-per-epoch`), and the axis counts epochs: 0.25, 0.5, ... as the explorer does."""
     names = sorted({name.removeprefix("val_") for name in history if name != "epoch" and name != "learning_rate"})
     figure = Figure(figsize=(5 * max(len(names), 1), 3.5))
     axes = np.atleast_1d(figure.subplots(1, max(len(names), 1)))
@@ -137,17 +145,18 @@ def plot_curves(history, path):
             if key in history:
                 values = np.asarray(history[key], dtype="float64")
                 shown = ~np.isnan(values)  # epochs without validation are left out, not drawn as gaps
-                ax.plot(np.asarray(epochs, dtype="float64")[shown] + 1, values[shown], marker="o", label=label)
+                ax.plot((np.asarray(epochs, dtype="float64")[shown] + 1) / parts_per_epoch, values[shown],
+                        marker="o", label=label)
         ax.set_xlabel("epoch")
-        if len(epochs) <= 12:  # whole epochs, also when there is only one
-            ax.set_xticks(np.asarray(epochs) + 1)
+        if len(epochs) <= 12:  # every row marked, also when there is only one
+            ticks = (np.asarray(epochs, dtype="float64") + 1) / parts_per_epoch
+            ax.set_xticks(ticks, [f"{tick:g}" for tick in ticks])
         else:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(name)
         ax.legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    return path
+    return figure
 
 
 def finish(model, output_dir, args, metrics, started, extra=None, scratch=(), save_model=True):
@@ -167,7 +176,8 @@ def finish(model, output_dir, args, metrics, started, extra=None, scratch=(), sa
         os.remove(checkpoint)
     for folder in scratch:
         shutil.rmtree(os.path.join(output_dir, folder), ignore_errors=True)
-    plot_curves(read_history(output_dir), os.path.join(output_dir, "curves.png"))
+    plot_curves(read_history(output_dir), os.path.join(output_dir, "curves.png"),
+                parts_per_epoch=getattr(args, "parts_per_epoch", 1))
     run = runs.current(output_dir)
     summary = {
         "recipe": run.recipe if run else None,

@@ -67,6 +67,19 @@ class _CSVLogger(keras.callbacks.CSVLogger):
             runs.release()
 
 
+class _PlannedProgress(keras.callbacks.ProgbarLogger):
+    """Keras' progress display, counting the epochs `params` hold at each epoch's start: once a `TimeBudget` has
+    planned the run, "Epoch 2/7" says the plan's 7, not `fit`'s upper bound."""
+
+    def set_params(self, params):
+        super().set_params(params)
+        self.shared_params = params  # Keras' ProgbarLogger copies what it needs and keeps no reference
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epochs = self.shared_params.get("epochs", self.epochs)
+        super().on_epoch_begin(epoch, logs)
+
+
 def standard_callbacks(output_dir, extra=()):
     """Resume, checkpoint, log and stop-on-NaN callbacks, in the order that keeps `history.csv` free of
     repeated epochs: the backup is written before the epoch's CSV row.
@@ -81,6 +94,7 @@ def standard_callbacks(output_dir, extra=()):
         _CSVLogger(os.path.join(output_dir, "history.csv"), append=True),
         TerminateOnNaN(),  # at epoch ends: not Keras' own, which waits for every step to finish
         *extra,
+        _PlannedProgress(),  # the last: it reads a plan made at the epoch end before
     ]
 
 

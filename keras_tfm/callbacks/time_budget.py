@@ -101,6 +101,8 @@ class TimeBudget(keras.callbacks.Callback):
         if first or fitting < self.planned_epochs:
             self.planned_epochs = fitting
             self.plans.append((epoch + 1, fitting))
+            if self.params is not None:  # the callbacks' shared params: a progress line that reads them counts the plan
+                self.params["epochs"] = fitting
             if self.schedule is not None:
                 self.schedule.plan(fitting * self.steps)
                 if keras.backend.backend() == "jax" and getattr(self.model, "jit_compile", False):

@@ -118,6 +118,15 @@ def test_history_and_curves_are_readable(tmp_path):
     assert history == {"epoch": [0.0, 1.0], "loss": [2.0, 1.0], "val_loss": [2.5, 1.5]}
     path = common.plot_curves(history, str(tmp_path / "curves.png"))
     assert keras.utils.load_img(path).size[0] > 100
+    assert [tick.get_text() for tick in common.curves_figure(history).axes[0].get_xticklabels()] == ["1", "2"]
+
+
+def test_curves_of_a_run_in_parts_count_epochs_not_parts():
+    # imdb_classifier --parts-per-epoch 4, one epoch: four rows, each a quarter of the epoch (as the explorer says).
+    history = {"epoch": [0.0, 1.0, 2.0, 3.0], "loss": [0.6, 0.4, 0.3, 0.25]}
+    axis = common.curves_figure(history, parts_per_epoch=4).axes[0]
+    assert [tick.get_text() for tick in axis.get_xticklabels()] == ["0.25", "0.5", "0.75", "1"]
+    assert axis.get_xlabel() == "epoch"
 
 
 def test_warmup_cosine_schedule():
@@ -354,3 +363,20 @@ def test_the_measured_fast_paths_name_the_benchmarks_setups():
             assert set(paths) == {"tensorflow", "jax", "torch"}
             assert all(policy in ("float32", "mixed_bfloat16") and jit in (True, False) and speed > 0
                        for policy, jit, speed in paths.values())
+
+
+def test_the_progress_line_counts_the_epochs_a_time_budget_planned(tmp_path, capsys):
+    from keras_tfm.callbacks import TimeBudget
+    from tests.callbacks.test_time_budget import FakeClock
+
+    x = np.random.default_rng(0).normal(size=(32, 3)).astype("float32")
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    clock = FakeClock([1.0])  # 4 s an epoch of 4 batches: 2 minutes hold 30 epochs
+    budget = TimeBudget(2, clock=clock, verbose=False)
+    callbacks = [clock.callback(), budget] + fitting.standard_callbacks(str(tmp_path))
+    history = model.fit(x, x[:, :1], batch_size=8, epochs=100, callbacks=callbacks, verbose=2)
+    assert len(history.epoch) == budget.planned_epochs == 30
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Epoch ")]
+    assert lines[0] == "Epoch 1/100"  # before the plan: fit's upper bound
+    assert lines[1:] == [f"Epoch {epoch}/30" for epoch in range(2, 31)]
