@@ -87,3 +87,15 @@ def test_every_word_of_the_change_picture_lies_inside_it(scale):
     labels = [text for text in heatmap.texts]
     assert len(labels) == change.size
     assert max(text.get_window_extent().width for text in labels) < cell_width
+
+
+def test_a_masked_diagonal_is_explained_under_the_head_pictures():
+    weights = np.random.default_rng(0).uniform(0.1, 1, (1, 2, 5, 5))
+    plain = visualize.plot_attention_heads(weights)
+    weights[:, :, np.arange(5), np.arange(5)] = 0  # locality self-attention: no token attends to itself
+    masked = visualize.plot_attention_heads(weights)
+    def words(figure):
+        return " ".join(text.get_text() for text in figure.findobj(matplotlib.text.Text))
+
+    assert "attend to itself" not in words(plain)
+    assert "no token may attend to itself (locality self-attention" in words(masked)

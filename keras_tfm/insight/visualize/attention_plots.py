@@ -174,6 +174,10 @@ def plot_attention_heads(maps, query_tokens=None, key_tokens=None, sample=0, tit
     figure.colorbar(image, ax=axes.ravel().tolist(), label="attention weight", shrink=0.8)
     if title:
         figure.suptitle(title)
+    if queries == keys and queries > 1 and not np.diagonal(weights, axis1=1, axis2=2).any():
+        # Only a mask empties the whole diagonal of every head: say which, or it reads as a finding.
+        figure.supxlabel("the dark diagonal is a mask, not a finding: no token may attend to itself (locality "
+                         "self-attention, Lee et al. 2021)", fontsize=8, color="#444444")
     return figure
 
 
