@@ -469,6 +469,9 @@ def _errors_as_usage_errors():
         raise SystemExit(2) from None
 
 
+ECHOED = 100  # characters of a text --predict prints beside its scores
+
+
 def predict(run_dir, texts):
     """Prints the class probabilities of `texts` under the classifier saved in `run_dir` and returns them."""
     folder = os.path.join(run_dir, "classifier")
@@ -483,7 +486,10 @@ def predict(run_dir, texts):
     probabilities = pipeline.predict(texts)  # (texts, classes)
     for text, row in zip(texts, probabilities):
         scores = "  ".join(f"{name} {p:.3f}" for name, p in zip(pipeline.class_names, row))
-        print(f"{scores}  {text}")
+        shown = " ".join(text.split())  # one line, as long texts are shortened
+        shown = shown if len(shown) <= ECHOED else shown[:ECHOED - 1] + "…"
+        note = pipeline.reading_note(text)
+        print(f"{scores}  {shown}" + (f"\n    note: {note}" if note else ""))
     return {"class_names": pipeline.class_names, "probabilities": probabilities.tolist()}
 
 

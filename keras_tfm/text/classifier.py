@@ -134,6 +134,35 @@ class TextClassifierPipeline:
             outputs = keras.ops.softmax(outputs, axis=-1)
         return np.asarray(keras.ops.convert_to_numpy(outputs), "float32")
 
+    def reading_note(self, text):
+        """What the model could not read of `text`, in words, or None when it read all of it: the pieces or words
+        truncation dropped, or that every word is unknown to the vocabulary (then the score is the model's prior
+        for a text it cannot see, not a judgement of this one).
+
+        Example:
+
+        >>> pipeline.reading_note("🎬🍿")  # doctest: +SKIP
+        'every word piece of it is unknown to the tokenizer ([UNK]): the score says nothing about this text'
+        """
+        if self.tokenizer is not None:
+            pieces, kept, unknown = self.tokenizer.reading(text)
+            unit = "word pieces"
+        else:
+            if getattr(self, "_uncut", None) is None:  # the same words, not cut to sequence_length
+                self._uncut = keras.layers.TextVectorization(standardize=self.standardize, output_mode="int",
+                                                             vocabulary=self.vocabulary)
+            ids = vectorize(self._uncut, [text])[0]
+            ids = ids[ids != 0]  # padding
+            pieces, kept, unknown, unit = len(ids), min(len(ids), self.sequence_length), int((ids == 1).sum()), "words"
+        if pieces and unknown == pieces:
+            return (f"every one of its {unit} is unknown to the {'tokenizer' if self.tokenizer else 'vocabulary'} "
+                    "([UNK]): the score says nothing about this text")
+        if kept < pieces:
+            how = ("the first and the last of them" if self.tokenizer is not None
+                   and self.tokenizer.truncation == "head_tail" else "the first of them")
+            return f"read {kept:,} of its {pieces:,} {unit} ({how})"
+        return None
+
     def classify(self, texts, batch_size=256):
         """The most probable class name of each string."""
         return [self.class_names[i] for i in self.predict(texts, batch_size).argmax(-1)]

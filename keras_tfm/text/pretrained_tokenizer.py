@@ -151,6 +151,16 @@ class PretrainedTokenizer:
             rows.append((before[0] + ids + after[0], before[1] + [0] * len(ids) + after[1]))
         return rows
 
+    def reading(self, text):
+        """`(pieces, kept, unknown)` of one text: its word pieces without special tokens, how many of them the
+        model reads after truncation, and how many are the unknown-piece token (`[UNK]`, `<unk>`)."""
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        before, after = self._template()
+        room = self.max_length - len(before[0]) - len(after[0])
+        unknown_id = next((self.tokenizer.token_to_id(token) for token in ("[UNK]", "<unk>")
+                           if self.tokenizer.token_to_id(token) is not None), None)
+        return len(ids), min(len(ids), room), sum(piece == unknown_id for piece in ids)
+
     def _template(self):
         """`((ids, type_ids) before, (ids, type_ids) after)`: the special tokens the checkpoint puts around one
         text ([CLS] … [SEP] for BERT, <s> … </s> for RoBERTa), read from its own post-processor."""

@@ -106,3 +106,19 @@ def test_a_truncated_model_file_is_named_by_load_and_by_the_recipes_predict(tmp_
     error = capsys.readouterr().err.strip()
     assert error.startswith("error: --predict: ") and "is not a complete .keras file" in error
     assert "\n" not in error and "File not found" not in error
+
+
+def test_the_pipeline_says_what_it_could_not_read(capsys, tmp_path):
+    pipeline = TextClassifierPipeline(classifier(), VOCABULARY, sequence_length=4)
+    assert pipeline.reading_note("a great film") is None
+    assert pipeline.reading_note("the plot a great dull film") == "read 4 of its 6 words (the first of them)"
+    assert "unknown to the vocabulary ([UNK]): the score says nothing" in pipeline.reading_note("🎬 🍿 never seen")
+    # The recipe's --predict: one line per text, shortened, and the note under it.
+    from recipes import imdb_classifier
+
+    pipeline.save(tmp_path / "classifier")
+    imdb_classifier.predict(str(tmp_path), ["a great film " * 400, "🎬🍿"])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and len(lines[0]) < 160 and lines[0].endswith("…")
+    assert lines[1] == "    note: read 4 of its 1,200 words (the first of them)"
+    assert "[UNK]" in lines[3]

@@ -99,3 +99,12 @@ def test_head_and_tail_memory_does_not_grow_with_the_number_of_texts(folder):
     grown = _resident_mb() - before
     assert ids.shape == (60, 32) and (ids[:, -1] != 0).all()  # every text was cut to 32 pieces
     assert grown < 40, f"resident memory grew by {grown:.0f} MB for 120 texts of 600 pieces"
+
+
+@pytest.mark.parametrize("truncation", ["head", "head_tail"])
+def test_reading_counts_the_pieces_kept_and_the_unknown_ones(folder, truncation):
+    tokenizer = PretrainedTokenizer(folder, max_length=8, truncation=truncation)
+    assert tokenizer.reading("the film was great") == (4, 4, 0)
+    assert tokenizer.reading("the film " * 10) == (20, 6, 0)  # 8 minus [CLS] and [SEP]
+    pieces, kept, unknown = tokenizer.reading("🎬 🍿")
+    assert pieces == unknown > 0 and kept == pieces
