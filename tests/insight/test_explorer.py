@@ -620,3 +620,17 @@ def test_screenshots_are_not_blank(browser, text_case, vit_case, tmp_path):
         assert differs.mean() > 0.01, view  # more than a few stray pixels differ from the background
         assert len(np.unique((pixels * 255).astype("uint8").reshape(-1, 3), axis=0)) > 50, view
     assert page.errors == [] and vit_page.errors == []
+
+
+def test_a_users_own_model_without_tokens_leaves_its_padding_out():
+    # A model of the user's own: ids with padding (0), our layers, no tokens to label the page with.
+    ids = keras.Input((None,), dtype="int32")
+    from keras_tfm.layers import EncoderBlock, TokenEmbedding
+
+    x = EncoderBlock(num_heads=2, mlp_dim=16)(TokenEmbedding(vocab_size=20, dim=8)(ids))
+    model = keras.Model(ids, keras.layers.GlobalAveragePooling1D()(x))
+    batch = np.array([[5, 6, 7, 8, 9, 0, 0, 0, 0, 0, 0, 0]], "int32")  # 5 tokens, 7 of padding
+    data = page_data(attention_html(attention_maps(model, batch)))
+    layer = data["layers"][0]
+    assert layer["queries"] == layer["keys"] == ["0", "1", "2", "3", "4"]
+    assert np.asarray(stored_weights(data, 0, 0)).shape[-2:] == (5, 5)

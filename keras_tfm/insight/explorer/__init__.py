@@ -93,7 +93,8 @@ class AttentionHistory:
             whose kinds say which labels go where: encoder maps the source, decoder self-attention the target,
             cross-attention target queries over source keys; see `attention_probe.query_key_tokens`). Map rows
             and columns past the end of the labels (padding) are left out. Without labels, positions are
-            numbered. Where a map's record has a prepended [CLS] and the labels are that much shorter than the
+            numbered, and the masked padding at the end (keys no query attends to; for self-attention the same
+            positions as queries) is left out too. Where a map's record has a prepended [CLS] and the labels are that much shorter than the
             map, "[CLS]" is put in front.
         image: for a ViT, the `(height, width, channels)` image the maps were computed on: adds the image view.
         title: heading of the page.
@@ -189,8 +190,15 @@ class AttentionHistory:
                     "positions, and the ones past the labels are attended to (they are not masked padding). Pass "
                     "one label per token the maps were computed on."
                 )
+            if key_labels is None:
+                # No labels: the keys no query attends to in any head, at the end, are masked padding; for
+                # self-attention the same positions are padding queries too. Both are left out, as with labels.
+                attended = np.flatnonzero(m.max(axis=(0, 1)) > 1e-6)
+                real = int(attended[-1]) + 1 if len(attended) else keys
+                key_labels = [str(i) for i in range(real)]
+                if query_labels is None and queries == keys and record.kind in ("encoder", "self"):
+                    query_labels = [str(i) for i in range(real)]
             query_labels = query_labels or [str(i) for i in range(queries)]
-            key_labels = key_labels or [str(i) for i in range(keys)]
             described.append({"name": record.name, "kind": record.kind, "heads": heads, "queries": query_labels,
                               "keys": key_labels})
         if self.image is not None:
