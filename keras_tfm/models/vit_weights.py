@@ -162,43 +162,22 @@ def _huggingface_scheme(prefix):
 
 
 def _dinov2_scheme(prefix):
-    """transformers' `Dinov2Model` names ("" prefix) or those of its classifier ("dinov2." prefix)."""
-    projection = f"{prefix}embeddings.patch_embeddings.projection"
-    return _Scheme(
-        name="HuggingFace DINOv2 (.safetensors)",
-        top={
-            "patch_embedding/projection/kernel": (f"{projection}.weight", TORCH_CONV),
-            "patch_embedding/projection/bias": (f"{projection}.bias", SAME),
-            "patch_embedding/cls_token": (f"{prefix}embeddings.cls_token", SAME),
-            "patch_embedding/position_embeddings": (f"{prefix}embeddings.position_embeddings", POSITION_TABLE),
-            "encoder_norm/gamma": (f"{prefix}layernorm.weight", SAME),
-            "encoder_norm/beta": (f"{prefix}layernorm.bias", SAME),
-            "head/kernel": ("classifier.weight", TORCH_LINEAR),
-            "head/bias": ("classifier.bias", SAME),
-        },
-        block={
-            "attention_norm/gamma": ("norm1.weight", SAME),
-            "attention_norm/beta": ("norm1.bias", SAME),
-            "attention/query/kernel": ("attention.attention.query.weight", TORCH_HEADS_IN),
-            "attention/query/bias": ("attention.attention.query.bias", TORCH_HEADS_BIAS),
-            "attention/key/kernel": ("attention.attention.key.weight", TORCH_HEADS_IN),
-            "attention/key/bias": ("attention.attention.key.bias", TORCH_HEADS_BIAS),
-            "attention/value/kernel": ("attention.attention.value.weight", TORCH_HEADS_IN),
-            "attention/value/bias": ("attention.attention.value.bias", TORCH_HEADS_BIAS),
-            "attention/output/kernel": ("attention.output.dense.weight", TORCH_HEADS_OUT),
-            "attention/output/bias": ("attention.output.dense.bias", SAME),
-            "feed_forward_norm/gamma": ("norm2.weight", SAME),
-            "feed_forward_norm/beta": ("norm2.bias", SAME),
-            "feed_forward/hidden/kernel": ("mlp.fc1.weight", TORCH_LINEAR),
-            "feed_forward/hidden/bias": ("mlp.fc1.bias", SAME),
-            "feed_forward/output/kernel": ("mlp.fc2.weight", TORCH_LINEAR),
-            "feed_forward/output/bias": ("mlp.fc2.bias", SAME),
-        },
-        block_prefix=f"{prefix}encoder.layer.{{i}}.",
-        classifier=("classifier.weight", "classifier.bias"),
+    """transformers' `Dinov2Model` names ("" prefix) or those of its classifier ("dinov2." prefix): ViT's, but for
+    the norms and the MLP of each block, LayerScale, and a mask token used only in pre-training."""
+    vit = _huggingface_scheme(prefix)
+    block = {**vit.block,
+             "attention_norm/gamma": ("norm1.weight", SAME),
+             "attention_norm/beta": ("norm1.bias", SAME),
+             "feed_forward_norm/gamma": ("norm2.weight", SAME),
+             "feed_forward_norm/beta": ("norm2.bias", SAME),
+             "feed_forward/hidden/kernel": ("mlp.fc1.weight", TORCH_LINEAR),
+             "feed_forward/hidden/bias": ("mlp.fc1.bias", SAME),
+             "feed_forward/output/kernel": ("mlp.fc2.weight", TORCH_LINEAR),
+             "feed_forward/output/bias": ("mlp.fc2.bias", SAME)}
+    return vit._replace(
+        name="HuggingFace DINOv2 (.safetensors)", block=block, classifier=("classifier.weight", "classifier.bias"),
         layer_scale={"attention/output": "layer_scale1.lambda1", "feed_forward/output": "layer_scale2.lambda1"},
-        ignored=(f"{prefix}embeddings.mask_token",),
-    )
+        ignored=(f"{prefix}embeddings.mask_token",))
 
 
 def load_vit_weights(model, path, skip_head=False):
