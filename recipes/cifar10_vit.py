@@ -171,8 +171,8 @@ from keras_tfm.insight.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.insight.attribution import occlusion_map  # noqa: E402
 from keras_tfm.models import ViT  # noqa: E402
 from keras_tfm.models.vit_weights import checkpoint_arguments  # noqa: E402
-from recipes.progress import ExpectedTime  # noqa: E402
 from keras_tfm.schedules import PlannedWarmupCosine  # noqa: E402
+from recipes.progress import ExpectedTime  # noqa: E402
 
 
 def build_model(args, num_classes):
