@@ -23,12 +23,11 @@ from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel, compile_classifier
 from keras_tfm.models._lora import ParameterEfficient
 from keras_tfm.models.presets import VIT_PRESETS
+from keras_tfm.models import vit_weights
+from keras_tfm.models.vit_weights import IMAGENET_MEAN, IMAGENET_STD
 
 POOLS = ("cls", "mean", "sequence")
 RESCALES = (True, False, "imagenet")
-# ImageNet's per-channel mean and standard deviation of [0, 1] pixels: the normalisation of DeiT, DINOv2 and most
-# timm / HuggingFace checkpoints trained after the original ViT (which maps pixels to [-1, 1]).
-IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 NO_WEIGHT_DECAY = ("cls_token", "position_embeddings")  # besides biases and norms, by rule
 
 
@@ -70,6 +69,7 @@ class ViTBackbone(ParameterEfficient, PresetModel, keras.Model):
 
     PRESETS = BACKBONE_PRESETS
     OTHER_OPTIONS = {"rescale": ("imagenet",)}  # besides True and False
+    CHECKPOINT_FAMILY = "vit"  # load_vit_weights fills it
     lora_trainable_layers = ()  # a backbone alone: only the LoRA updates learn
 
     def __init__(
@@ -115,8 +115,6 @@ class ViTBackbone(ParameterEfficient, PresetModel, keras.Model):
 
         >>> backbone = ViTBackbone.from_pretrained("checkpoints/dinov2-vits14", image_size=112)  # doctest: +SKIP
         """
-        from keras_tfm.models import vit_weights  # it imports this module
-
         return vit_weights.from_checkpoint(cls, path, image_size, dict(class_token=True), kwargs)
 
     @classmethod
@@ -198,6 +196,7 @@ class ViT(ParameterEfficient, PresetModel, keras.Model):
     RENAMED_ARGUMENTS = {"activation": "head_activation"}
     PRESETS = VIT_PRESETS
     OTHER_OPTIONS = {"rescale": ("imagenet",)}  # besides True and False
+    CHECKPOINT_FAMILY = "vit"  # load_vit_weights fills it
 
     def __init__(
         self,
@@ -271,8 +270,6 @@ class ViT(ParameterEfficient, PresetModel, keras.Model):
 
         >>> model = ViT.from_pretrained("checkpoints/dinov2-vits14", num_classes=10, image_size=112)  # doctest: +SKIP
         """
-        from keras_tfm.models import vit_weights  # it imports this module
-
         head = dict(num_classes=num_classes) if num_classes is not None else dict(include_top=False)
         return vit_weights.from_checkpoint(cls, path, image_size, dict(pool="cls", **head), kwargs)
 

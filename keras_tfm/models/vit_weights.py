@@ -39,7 +39,11 @@ from keras_tfm.models import _porting
 from keras_tfm.models._porting import (POSITION_TABLE, SAME, TORCH_CONV, TORCH_HEADS_BIAS, TORCH_HEADS_IN,
                                        TORCH_HEADS_OUT, TORCH_LINEAR, fused)
 from keras_tfm.models._safetensors import read_safetensors
-from keras_tfm.models.vit import IMAGENET_MEAN, ViT, ViTBackbone
+
+# ImageNet's per-channel mean and standard deviation of [0, 1] pixels: the normalisation of DeiT, DINOv2 and most
+# timm / HuggingFace checkpoints trained after the original ViT (which maps pixels to [-1, 1]). `ViT(rescale=
+# "imagenet")` applies them.
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 # A naming scheme: `top` and `block` map our weight names to (checkpoint name, layout); block names are
 # prefixed with `block_prefix` (with "{i}" the block index). `classifier` lists the checkpoint tensors that belong
@@ -230,11 +234,12 @@ def load_vit_weights(model, path, skip_head=False):
     Scale", section 3.2 (fine-tuning: drop the pre-trained head, interpolate the position embeddings in 2D).
     """
     path = checkpoint_file(path)
-    if not isinstance(model, (ViT, ViTBackbone)):
+    # ViT and ViTBackbone (vit.py, which imports this module) say so by CHECKPOINT_FAMILY.
+    if getattr(model, "CHECKPOINT_FAMILY", None) != "vit":
         raise ValueError("`model` must be a keras_tfm.models.ViT or ViTBackbone. Received: model of type "
                          f"{type(model).__name__}")
     # The [CLS] token: a ViT has one with pool="cls", a backbone with class_token=True.
-    argument, needed, spelled = (("class_token", True, "class_token=True") if isinstance(model, ViTBackbone)
+    argument, needed, spelled = (("class_token", True, "class_token=True") if hasattr(model, "class_token")
                                  else ("pool", "cls", 'pool="cls"'))
     if model.position != "learned" or getattr(model, argument) != needed:
         raise ValueError(

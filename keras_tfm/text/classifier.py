@@ -15,13 +15,13 @@ A classifier fine-tuned from a pretrained checkpoint reads word pieces instead: 
 
 import json
 import os
+import zipfile
 
 import keras
 import numpy as np
 
 from keras_tfm.data.word_ids import load_vocabulary, save_vocabulary, standardize_review, vectorize
 from keras_tfm.models.text_classifier import TextClassifier
-from keras_tfm.text._saved_model import load_pipeline_model
 from keras_tfm.text.pretrained_tokenizer import PretrainedTokenizer
 
 FORMAT = "keras_tfm.TextClassifierPipeline"
@@ -233,3 +233,15 @@ def _standardize_name(standardize):
             f"Received: standardize={standardize!r}"
         )
     return name
+
+
+def load_pipeline_model(directory):
+    """The `model.keras` of a saved pipeline (this one, `Translator`), for inference (no optimizer state), with
+    the file named when it is missing or cut short (a crash while it was written), as `keras_tfm.load_model` does."""
+    path = os.path.join(directory, "model.keras")
+    if not os.path.isfile(path):
+        raise ValueError(f"{os.fspath(directory)!r} holds no model.keras: not a complete saved pipeline.")
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path!r} is not a complete .keras file ({os.path.getsize(path):,} bytes, not a readable "
+                         "zip archive): it was cut short, perhaps by a crash while it was written.")
+    return keras.saving.load_model(path, compile=False)
