@@ -233,7 +233,11 @@ def load_vit_weights(model, path, skip_head=False):
     Reference: Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words: Transformers for Image Recognition at
     Scale", section 3.2 (fine-tuning: drop the pre-trained head, interpolate the position embeddings in 2D).
     """
-    path = checkpoint_file(path)
+    return _load(model, checkpoint_file(path), skip_head)
+
+
+def _load(model, path, skip_head, tensors=None):
+    """`load_vit_weights` of the checkpoint file `path`, whose `tensors` may have been read already."""
     # ViT and ViTBackbone (vit.py, which imports this module) say so by CHECKPOINT_FAMILY.
     if getattr(model, "CHECKPOINT_FAMILY", None) != "vit":
         raise ValueError("`model` must be a keras_tfm.models.ViT or ViTBackbone. Received: model of type "
@@ -252,7 +256,7 @@ def load_vit_weights(model, path, skip_head=False):
             "Pretrained ViT checkpoints have linear patch projections and plain attention: build the model with "
             f'tokenizer="linear", locality=False. Received: tokenizer={model.tokenizer!r}, locality={model.locality!r}'
         )
-    tensors = _read_checkpoint(path)
+    tensors = _read_checkpoint(path) if tensors is None else tensors
     scheme = _naming_scheme(tensors, path)
     _check_sizes(model, tensors, scheme, path)
 
@@ -332,7 +336,11 @@ def checkpoint_arguments(path):
     {'patch_size': 14, 'dim': 384, 'depth': 12, 'num_heads': 6, 'mlp_dim': 1536, 'image_size': 518, ...}
     """
     file = checkpoint_file(path)
-    tensors = _read_checkpoint(file)
+    return _arguments(file, _read_checkpoint(file))
+
+
+def _arguments(file, tensors):
+    """`checkpoint_arguments` of the checkpoint `file`, whose `tensors` are read."""
     scheme = _naming_scheme(tensors, file)
     first = scheme.block_prefix.format(i=0)
 
@@ -370,21 +378,21 @@ def checkpoint_arguments(path):
 def from_checkpoint(cls, path, image_size, layout, kwargs):
     """`ViT.from_pretrained` and `ViTBackbone.from_pretrained`: `cls` of the checkpoint's sizes, `layout` (the
     pooling or [CLS] token), the caller's `kwargs`, loaded with a fresh head."""
-    arguments = checkpoint_arguments(path)
+    file = checkpoint_file(path)
+    tensors = _read_checkpoint(file)  # read once, for the sizes and for the weights
+    arguments = _arguments(file, tensors)
     # The checkpoint's shape is not the caller's to change; the number of heads is, where it is not recorded.
-    fixed = set(arguments) - {"image_size", "heads_recorded"} - ({"num_heads"} if not arguments["heads_recorded"]
-                                                                 else set())
-    arguments = {**{name: value for name, value in arguments.items() if name != "heads_recorded"},
-                 **{name: kwargs.pop(name) for name in ("num_heads",) if name in kwargs and name not in fixed}}
-    clashing = sorted(fixed & set(kwargs))
+    settable = {"image_size"} if arguments.pop("heads_recorded") else {"image_size", "num_heads"}
+    clashing = sorted((set(arguments) - settable) & set(kwargs))
     if clashing:
         raise TypeError(f"{cls.__name__}.from_pretrained takes {', '.join(clashing)} from the checkpoint "
                         f"({', '.join(f'{name}={arguments[name]!r}' for name in clashing)}); build "
                         f"{cls.__name__}(...) and call load_vit_weights to choose them yourself.")
+    arguments.update({name: kwargs.pop(name) for name in settable & set(kwargs)})
     if image_size is not None:
         arguments["image_size"] = image_size
     model = cls(**arguments, **layout, tokenizer="linear", locality=False, **kwargs)
-    load_vit_weights(model, path, skip_head=True)
+    _load(model, file, skip_head=True, tensors=tensors)
     if getattr(model, "include_top", False):
         # The paper's fine-tuning head: zero-initialised, so training starts from uniform predictions instead of
         # random logits of pretrained features (whose scale is large: DINOv2's reach +-10).

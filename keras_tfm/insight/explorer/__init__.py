@@ -94,8 +94,8 @@ class AttentionHistory:
             cross-attention target queries over source keys; see `attention_probe.query_key_tokens`). Map rows
             and columns past the end of the labels (padding) are left out. Without labels, positions are
             numbered, and the masked padding at the end (keys no query attends to; for self-attention the same
-            positions as queries) is left out too. Where a map's record has a prepended [CLS] and the labels are that much shorter than the
-            map, "[CLS]" is put in front.
+            positions as queries) is left out too. Where a map's record has a prepended [CLS] and the labels are
+            that much shorter than the map, "[CLS]" is put in front.
         image: for a ViT, the `(height, width, channels)` image the maps were computed on: adds the image view.
         title: heading of the page.
         sample: which sample of a batch of maps to keep.
