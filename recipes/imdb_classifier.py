@@ -479,7 +479,7 @@ def predict(run_dir, texts):
         folder = run_dir  # the pipeline's own folder was given
     try:
         pipeline = TextClassifierPipeline.load(folder)
-    except (ValueError, OSError) as error:  # OSError: no model.keras in the folder
+    except (ValueError, OSError) as error:  # OSError: a file there that cannot be read
         print(f"error: --predict: {error} A finished imdb_classifier run keeps it in RUN_DIR/classifier.",
               file=sys.stderr)
         sys.exit(2)

@@ -142,7 +142,7 @@ class TextClassifierPipeline:
         Example:
 
         >>> pipeline.reading_note("🎬🍿")  # doctest: +SKIP
-        'every word piece of it is unknown to the tokenizer ([UNK]): the score says nothing about this text'
+        'every one of its word pieces is unknown to the tokenizer ([UNK]): the score says nothing about this text'
         """
         if self.tokenizer is not None:
             pieces, kept, unknown = self.tokenizer.reading(text)
