@@ -74,7 +74,10 @@ def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path, capsys, load
     predicted = imdb_classifier.main(["--predict", str(output_dir), *texts])
     np.testing.assert_array_equal(predicted["probabilities"], probabilities)
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[-3:] == [f"negative {p[0]:.3f}  positive {p[1]:.3f}  {text}" for p, text in zip(probabilities, texts)]
+    assert lines[-4:-1] == [f"negative {p[0]:.3f}  positive {p[1]:.3f}  {text}"
+                            for p, text in zip(probabilities, texts)]
+    assert lines[-1] == ("    note: every one of its words is unknown to the vocabulary ([UNK]): "
+                         "the score says nothing about this text")
     assert {name: os.path.getmtime(output_dir / name) for name in os.listdir(output_dir)} == before
 
 
