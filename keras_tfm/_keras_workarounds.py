@@ -23,6 +23,9 @@ file that checks Keras still behaves that way, and so fails once Keras changes; 
    `GradientNormCallback` adds three variables for the time of `fit` (on JAX only an optimizer's own variables
    can change inside its compiled step) and removes them afterwards, so that saved optimizers are unchanged. This
    one edits `optimizer._variables`.
+5. `resume_fit_at_epoch`, every backend. A callback cannot tell `fit` to start at a later epoch through public
+   API: Keras' own `BackupAndRestore` sets `model._initial_epoch` in `on_train_begin`, which `fit` reads right
+   after. keras_tfm's `BackupAndRestore` (atomic files, the previous epoch kept) does the same, here.
 
 Checked with Keras 3.12.0, the lowest version requirements.txt admits (`.ci/run`'s lowest-Keras stage), and 3.15.1.
 Nothing here imports TensorFlow or PyTorch unless that is the backend in use.
@@ -137,3 +140,9 @@ def forget_optimizer_variables(optimizer, variables):
     kept = optimizer._variables  # edited in place: the optimizer's variable tracker holds this very list
     for index in reversed([i for i, v in enumerate(kept) if id(v) in added]):
         del kept[index]  # by position: `==` on variables compares their values
+
+
+def resume_fit_at_epoch(model, epoch):
+    """From a callback's `on_train_begin`: the `fit` now starting begins at `epoch` (0-based: the number of
+    epochs already trained), as Keras' `BackupAndRestore` makes it."""
+    model._initial_epoch = epoch

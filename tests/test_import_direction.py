@@ -25,14 +25,14 @@ ALLOWED = {
     "insight.attribution": {"layers"},  # occlusion: runs the model; finds its PatchEmbedding
     "insight.patch_grid": set(),
     # the package's parts; the records; infer_grid
-    "insight.explorer": {"insight.explorer", "insight.attention_probe", "insight.patch_grid"},
+    "insight.explorer": {"insight.explorer", "insight.attention_probe", "insight.patch_grid", "files"},
     "insight.visualize": {"insight.visualize", "insight.explorer", "insight.patch_grid"},
     "insight.attention_map_callback": {"layers", "insight.attention_probe", "insight.attribution",
                                        "insight.visualize", "insight.explorer"},
     "insight.position_encoding_plot": {"layers", "insight.visualize"},
     "callbacks": {"callbacks", "insight.attention_map_callback", "insight.position_encoding_plot",
-                  "_keras_workarounds"},
-    "text": {"layers", "models", "insight.attention_probe", "text", "data", "presets"},  # data: word_ids
+                  "_keras_workarounds", "files"},
+    "text": {"layers", "models", "insight.attention_probe", "text", "data", "presets", "files"},  # data: word_ids
     "data": {"data"},
     "schedules": set(),
     "_keras_workarounds": set(),  # every use of a Keras private name: Keras only
@@ -40,6 +40,7 @@ ALLOWED = {
     "_moved": set(),  # the old names of the insight modules: plain Python, imported by `import keras_tfm`
     "presets": set(),  # plain dicts: the recipes read them before Keras loads
     "distribute": set(),
+    "files": set(),  # atomic writes: plain Python
     "hardware": set(),  # thread pools and the precision to train in: imports a backend only to measure it
     "saving": {"layers", "metrics", "models", "callbacks", "text", "schedules"},  # registers all a file may name
     "__init__": {"_moved", "_register", "layers", "metrics", "models", "insight.attention_probe", "callbacks", "text",

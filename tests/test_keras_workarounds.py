@@ -67,7 +67,7 @@ def test_no_module_but_the_workarounds_uses_a_keras_private_name():
     assert {name: places for name, places in used.items() if places} == {}
     # What the workarounds module uses is what its docstring lists.
     assert {name for name, places in ours.items() if name in keras_names and name not in OUR_OWN} == {
-        "_jax_state", "_jax_state_synced", "_clip_gradients", "_variables"}
+        "_jax_state", "_jax_state_synced", "_clip_gradients", "_variables", "_initial_epoch"}
 
 
 @pytest.mark.tensorflow_only(reason="reads the source and Keras' classes: no backend code")
@@ -328,3 +328,22 @@ def test_keras_optimizers_still_have_no_public_way_to_remove_a_variable():
     """Fails once Keras gives one (a public name with "remove", "untrack" or "delete"): then use it instead."""
     public = [name for name in dir(keras.optimizers.Adam()) if not name.startswith("_")]
     assert [name for name in public if any(word in name for word in ("remove", "untrack", "delete"))] == []
+
+
+# --- 5. every backend: a callback makes fit start at a later epoch -------------------------------------------------
+
+def test_fit_still_starts_where_a_callback_says_at_train_begin():
+    """Fails once Keras stops reading `model._initial_epoch` after on_train_begin (then BackupAndRestore breaks)."""
+
+    class StartAtTwo(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            _keras_workarounds.resume_fit_at_epoch(self.model, 2)
+
+        def on_epoch_begin(self, epoch, logs=None):
+            seen.append(epoch)
+
+    seen = []
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=4, verbose=0, callbacks=[StartAtTwo()])
+    assert seen == [2, 3]

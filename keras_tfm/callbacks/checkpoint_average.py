@@ -8,6 +8,8 @@ import os
 import keras
 import numpy as np
 
+from keras_tfm import files
+
 
 def _is_float(array):
     return np.issubdtype(array.dtype, np.floating) or array.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
@@ -125,10 +127,8 @@ class CheckpointAverage(keras.callbacks.Callback):
         return os.path.join(self.directory, "snapshots.json")
 
     def _write_index(self):
-        with open(self._index_path() + ".tmp", "w") as file:
-            json.dump({"monitor": self.monitor, "mode": self.mode,
-                       "kept": [{"epoch": e, "value": v} for e, v in self.kept]}, file, indent=1)
-        os.replace(self._index_path() + ".tmp", self._index_path())
+        files.write_json(self._index_path(), {"monitor": self.monitor, "mode": self.mode,
+                                              "kept": [{"epoch": e, "value": v} for e, v in self.kept]}, indent=1)
 
     def _read_index(self):
         if self.directory is None or not os.path.exists(self._index_path()):
@@ -157,8 +157,8 @@ class CheckpointAverage(keras.callbacks.Callback):
         # Float weights are stored as float32 (exact for float16 and bfloat16, which NumPy files cannot name).
         stored = {f"w{i}": (a.astype(np.float32) if _is_float(a) and a.dtype.itemsize < 4 else a)
                   for i, a in enumerate(arrays)}
-        np.savez(self._path(epoch) + ".tmp.npz", **stored)
-        os.replace(self._path(epoch) + ".tmp.npz", self._path(epoch))
+        with files.atomic_path(self._path(epoch)) as partial:  # its name ends in .npz: np.savez adds nothing
+            np.savez(partial, **stored)
 
     def _load(self, epoch):
         if self.directory is None:

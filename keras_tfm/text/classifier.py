@@ -21,6 +21,7 @@ import keras
 import numpy as np
 
 from keras_tfm.data.word_ids import load_vocabulary, save_vocabulary, standardize_review, vectorize
+from keras_tfm.files import atomic_path, write_json
 from keras_tfm.models.text_classifier import TextClassifier
 from keras_tfm.text.pretrained_tokenizer import PretrainedTokenizer
 
@@ -175,21 +176,21 @@ class TextClassifierPipeline:
         optimizer = getattr(self.model, "optimizer", None)
         self.model.optimizer = None  # saved without it, then given back: the model can train on
         try:
-            self.model.save(os.path.join(directory, "model.keras"))
+            with atomic_path(os.path.join(directory, "model.keras")) as partial:
+                self.model.save(partial)
         finally:
             self.model.optimizer = optimizer
         if self.tokenizer is not None:
             self.tokenizer.save(os.path.join(directory, "tokenizer"))
-            with open(os.path.join(directory, "classifier.json"), "w") as file:
-                json.dump({"format": FORMAT, "version": 1, "class_names": self.class_names, "tokenizer": "tokenizer",
-                           "sequence_length": self.sequence_length, "files": ["model.keras", "tokenizer/"]},
-                          file, indent=2)
+            write_json(os.path.join(directory, "classifier.json"),  # last: a folder without it is no pipeline
+                       {"format": FORMAT, "version": 1, "class_names": self.class_names, "tokenizer": "tokenizer",
+                        "sequence_length": self.sequence_length, "files": ["model.keras", "tokenizer/"]}, indent=2)
             return directory
         save_vocabulary(self.vocabulary, os.path.join(directory, "vocabulary.txt"))
-        with open(os.path.join(directory, "classifier.json"), "w") as file:
-            json.dump({"format": FORMAT, "version": 1, "class_names": self.class_names,
-                       "standardize": self.standardize_name, "sequence_length": self.sequence_length,
-                       "files": ["model.keras", "vocabulary.txt"]}, file, indent=2)
+        write_json(os.path.join(directory, "classifier.json"),
+                   {"format": FORMAT, "version": 1, "class_names": self.class_names,
+                    "standardize": self.standardize_name, "sequence_length": self.sequence_length,
+                    "files": ["model.keras", "vocabulary.txt"]}, indent=2)
         return directory
 
     @classmethod

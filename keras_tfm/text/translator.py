@@ -12,6 +12,7 @@ import os
 import keras
 import numpy as np
 
+from keras_tfm.files import atomic_path, write_json
 from keras_tfm.insight.attention_probe import attention_maps
 from keras_tfm.models.seq2seq import Seq2SeqTransformer
 from keras_tfm.text.classifier import load_pipeline_model
@@ -116,12 +117,13 @@ class Translator:
     def save(self, directory):
         """Writes the model and both tokenizers into `directory` (created)."""
         os.makedirs(directory, exist_ok=True)
-        self.model.save(os.path.join(directory, "model.keras"))
+        with atomic_path(os.path.join(directory, "model.keras")) as partial:
+            self.model.save(partial)
         self.source_tokenizer.save(os.path.join(directory, "source.model"))
         self.target_tokenizer.save(os.path.join(directory, "target.model"))
-        with open(os.path.join(directory, "translator.json"), "w") as file:
-            json.dump({"format": FORMAT, "version": 1, "shared_vocabulary": self.source_tokenizer == self.target_tokenizer,
-                       "files": ["model.keras", "source.model", "target.model"]}, file, indent=2)
+        write_json(os.path.join(directory, "translator.json"),  # last: a folder without it is no translator
+                   {"format": FORMAT, "version": 1, "shared_vocabulary": self.source_tokenizer == self.target_tokenizer,
+                    "files": ["model.keras", "source.model", "target.model"]}, indent=2)
         return directory
 
     @classmethod

@@ -36,6 +36,7 @@ import os
 import numpy as np
 import PIL.Image
 
+from keras_tfm.files import write_text
 from keras_tfm.insight.attention_probe import AttentionMap, AttentionMaps, as_records, is_token_pair, query_key_tokens
 from keras_tfm.insight.explorer._page import build_frame, build_page
 from keras_tfm.insight.patch_grid import infer_grid
@@ -70,14 +71,6 @@ def data_path(path):
     """Where `AttentionHistory.save(path)` keeps the page's data for `resume`: beside the page, as `.json`
     (`runs/x/attention.html` -> `runs/x/attention.json`)."""
     return os.path.splitext(os.fspath(path))[0] + ".json"
-
-
-def _write_text(path, text):
-    """Writes `text` to `path` (UTF-8) whole or not at all: a run killed while writing leaves the old file."""
-    partial = f"{path}.partial"
-    with open(partial, "w", encoding="utf-8") as file:
-        file.write(text)
-    os.replace(partial, path)
 
 
 class AttentionHistory:
@@ -339,8 +332,8 @@ class AttentionHistory:
         """Writes the page to `path` (UTF-8) and its data beside it, to `data_path(path)` (`.json`), for `resume`.
         Returns the page's path."""
         data = self.data()  # encoded once, for both files
-        _write_text(data_path(path), json.dumps(data, separators=(",", ":")))
-        _write_text(os.fspath(path), build_page(data, self.title or "attention"))
+        write_text(data_path(path), json.dumps(data, separators=(",", ":")))
+        write_text(os.fspath(path), build_page(data, self.title or "attention"))
         return path
 
 
@@ -407,7 +400,7 @@ def save_attention_html(path, maps, **kwargs):
 
     >>> save_attention_html("attention.html", keras_tfm.attention_maps(model, ids[:1]), tokens=words)  # doctest: +SKIP
     """
-    _write_text(os.fspath(path), attention_html(maps, **kwargs))
+    write_text(os.fspath(path), attention_html(maps, **kwargs))
     return path
 
 
