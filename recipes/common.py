@@ -24,7 +24,6 @@ deletes it at the end (the TensorFlow multi-worker guide's `workertemp_` folders
 """
 
 import csv
-import json
 import os
 import shutil
 import sys
@@ -36,7 +35,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from keras_tfm import hardware
+from keras_tfm import files, hardware
 from keras_tfm.data import DataUnavailable
 from recipes import devices, fast_paths, runs
 
@@ -161,21 +160,17 @@ def curves_figure(history, parts_per_epoch=1):
 
 def finish(model, output_dir, args, metrics, started, extra=None, scratch=(), save_model=True):
     """Saves `model.keras`, `curves.png` and `summary.json` (the recipe, metrics, flags, wall time, the run's
-    segments from run.json and the `extra` dict); returns the summary dict. Once `model.keras` has been loaded
-    back, the per-epoch `checkpoint.keras` and the `scratch` folders under `output_dir` (weights kept only for
-    training, such as translate's averaging snapshots) are deleted: a finished run keeps one model. A non-chief
-    worker's folder is deleted afterwards. `save_model=False`: the recipe saved the model elsewhere already (one
-    model file per run)."""
+    segments from run.json and the `extra` dict); returns the summary dict. Each is written whole or not at all
+    (`keras_tfm.files`). Once `model.keras` has been loaded back and the summary written, the per-epoch
+    `checkpoint.keras`, the `backup/` of the epochs and the `scratch` folders under `output_dir` (weights kept only
+    for training, such as translate's averaging snapshots) are deleted: a finished run keeps one model. Until
+    then a crash leaves them, and the run resumes with every epoch trained. A non-chief worker's folder is deleted
+    afterwards. `save_model=False`: the recipe saved the model elsewhere already (one model file per run)."""
     if save_model:
         path = os.path.join(output_dir, "model.keras")
-        with runs.uninterrupted():
-            model.save(path)
+        with runs.uninterrupted(), files.atomic_path(path) as partial:
+            model.save(partial)
         keras.saving.load_model(path)  # raises if the file cannot be read back: the checkpoint is kept then
-    checkpoint = os.path.join(output_dir, "checkpoint.keras")
-    if os.path.exists(checkpoint):
-        os.remove(checkpoint)
-    for folder in scratch:
-        shutil.rmtree(os.path.join(output_dir, folder), ignore_errors=True)
     plot_curves(read_history(output_dir), os.path.join(output_dir, "curves.png"),
                 parts_per_epoch=getattr(args, "parts_per_epoch", 1))
     run = runs.current(output_dir)
@@ -188,10 +183,16 @@ def finish(model, output_dir, args, metrics, started, extra=None, scratch=(), sa
         "segments": run.segments() if run else [],
         **(extra or {}),
     }
-    with open(os.path.join(output_dir, "summary.json"), "w") as file:
-        json.dump(summary, file, indent=2, default=str)
+    files.write_json(os.path.join(output_dir, FINISHED), summary, indent=2, default=str)
+    checkpoint = os.path.join(output_dir, "checkpoint.keras")
+    if os.path.exists(checkpoint):
+        os.remove(checkpoint)
+    for folder in (runs.BACKUP, *scratch):
+        shutil.rmtree(os.path.join(output_dir, folder), ignore_errors=True)
     if devices.non_chief_worker() is not None:
         shutil.rmtree(output_dir)  # a non-chief worker's own folder: the chief's run folder is the run
+    else:
+        runs.unlock(output_dir)
     return summary
 
 

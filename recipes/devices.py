@@ -95,7 +95,8 @@ def sharded(dataset, strategy):
     return dataset.with_options(options)
 
 
-def fit_data(strategy, x, y=None, batch_size=None, validation_data=None, validation_batch_size=None, seed=0):
+def fit_data(strategy, x, y=None, batch_size=None, validation_data=None, validation_batch_size=None, seed=0,
+             epochs=None, first_epoch=0):
     """The data keyword arguments of `model.fit`. `x` (and `y`) and `validation_data` are in-memory arrays, or
     `tf.data` pipelines of global batches (no `y`; they shuffle themselves, hence `shuffle=False`).
 
@@ -103,12 +104,20 @@ def fit_data(strategy, x, y=None, batch_size=None, validation_data=None, validat
     `validation_batch_size`): `fit` shuffles and batches them. With one, they become `tf.data` pipelines of
     global batches of that size (Keras splits each over the replicas), the training one shuffled with `seed`,
     in the same order on every worker. Every pipeline is `sharded`.
+
+    With `epochs` (and no strategy), the training arrays become one `tf.data` pipeline instead, whose order in
+    each epoch depends on `seed` and the epoch's number alone, from `first_epoch` (the epochs a resumed run
+    restored: `runs.finished_epochs`) to `epochs`: a run resumed after a crash then sees the batches an
+    uninterrupted run sees, and ends with the same weights (`steps_per_epoch` is in the result).
     """
     distributed = is_tf_distribute(strategy)
     if y is None:
         data = {"x": sharded(x, strategy), "shuffle": False}
     elif distributed:
         data = {"x": _global_batches(strategy, x, y, batch_size, shuffle_seed=seed), "shuffle": False}
+    elif epochs is not None:
+        data = {"x": _epoch_keyed_batches(x, y, batch_size, seed, first_epoch, epochs), "shuffle": False,
+                "steps_per_epoch": -(-len(y) // batch_size)}
     else:
         data = {"x": x, "y": y, "batch_size": batch_size}
     if validation_data is None:
@@ -120,6 +129,24 @@ def fit_data(strategy, x, y=None, batch_size=None, validation_data=None, validat
     else:
         data.update(validation_data=validation_data, validation_batch_size=validation_batch_size)
     return data
+
+
+def _epoch_keyed_batches(x, y, batch_size, seed, first_epoch, epochs):
+    """Epochs `first_epoch` to `epochs` of `(x, y)` in batches, each epoch in an order drawn from `seed` and its
+    number by a stateless shuffle (not from a random state that a new process starts again)."""
+    import tensorflow as tf
+
+    arrays = tf.nest.map_structure(tf.constant, (x, y))
+    count = len(y)
+
+    def epoch(number):
+        order = tf.random.experimental.stateless_shuffle(tf.range(count, dtype=tf.int64),
+                                                         seed=tf.stack([tf.constant(seed, tf.int64), number]))
+        batches = tf.data.Dataset.from_tensor_slices(order).batch(batch_size)
+        return batches.map(lambda rows: tf.nest.map_structure(lambda a: tf.gather(a, rows), arrays))
+
+    numbers = tf.data.Dataset.range(first_epoch, max(epochs, first_epoch + 1))
+    return numbers.flat_map(epoch).prefetch(tf.data.AUTOTUNE)
 
 
 def _global_batches(strategy, x, y, batch_size, shuffle_seed=None):

@@ -8,8 +8,9 @@ import sys
 
 import keras
 
-from keras_tfm.callbacks import TerminateOnNaN
+from keras_tfm.callbacks import BackupAndRestore, CSVLogger, LatestCheckpoint, TerminateOnNaN
 from recipes import runs
+from recipes.runs import BACKUP
 
 
 def warmup_cosine(peak, total_steps, warmup_fraction=0.1):
@@ -43,28 +44,37 @@ def adamw(args, total_steps, model=None, schedule=None, **kwargs):
     return optimizer
 
 
-# An epoch's files are written together: a Ctrl-C or SIGTERM arriving between the backup's start and the log
-# row's end takes effect after the row (`runs.hold`), so the backup and history.csv never disagree.
+# An epoch's files are written together, in this order: its history.csv row, its backup, the latest model. Each is
+# written under a temporary name and renamed (keras_tfm.files), so a crash (even SIGKILL) leaves every file whole;
+# a crash between two of them leaves the row of an epoch whose backup is not complete, which the resumed run drops
+# and writes again (CSVLogger). A Ctrl-C or SIGTERM arriving meanwhile takes effect after the last (`runs.hold`).
 
 
-class _EpochBackupAndRestore(keras.callbacks.BackupAndRestore):
-    async_safe = True  # saves at epoch ends (save_freq="epoch"): its batch hook only returns
-
+class _EpochCSVLogger(CSVLogger):
     def on_epoch_end(self, epoch, logs=None):
-        runs.hold()  # released by _CSVLogger, the last of the three
-        super().on_epoch_end(epoch, logs)
+        runs.hold()  # released by _EpochModelCheckpoint, the last of the three
+        try:
+            super().on_epoch_end(epoch, logs)
+        except BaseException:
+            runs.release()
+            raise
 
 
-class _EpochModelCheckpoint(keras.callbacks.ModelCheckpoint):
-    async_safe = True  # the same: nothing happens at a batch's end
-
-
-class _CSVLogger(keras.callbacks.CSVLogger):
+class _EpochModelCheckpoint(LatestCheckpoint):
     def on_epoch_end(self, epoch, logs=None):
         try:
             super().on_epoch_end(epoch, logs)
         finally:
             runs.release()
+
+
+class _EpochBackupAndRestore(BackupAndRestore):
+    def on_epoch_end(self, epoch, logs=None):
+        try:
+            super().on_epoch_end(epoch, logs)
+        except BaseException:
+            runs.release()
+            raise
 
 
 class _PlannedProgress(keras.callbacks.ProgbarLogger):
@@ -81,17 +91,19 @@ class _PlannedProgress(keras.callbacks.ProgbarLogger):
 
 
 def standard_callbacks(output_dir, extra=()):
-    """Resume, checkpoint, log and stop-on-NaN callbacks, in the order that keeps `history.csv` free of
-    repeated epochs: the backup is written before the epoch's CSV row.
+    """Log, resume, checkpoint and stop-on-NaN callbacks (keras_tfm's: every file written whole), in the order
+    that keeps `history.csv` and the backup in step: an epoch's row is written before its backup. The backup
+    stays after `fit` (`common.finish` deletes it once the run's summary is written), so a crash while the
+    recipe scores the model resumes with every epoch trained.
 
     None of them looks at a batch: the training loop never waits for a step to finish, and on JAX and PyTorch
     Keras keeps its asynchronous callback dispatch on (Keras' BackupAndRestore and ModelCheckpoint turn it off
     by having a batch hook at all, even one that does nothing at save_freq="epoch"; TerminateOnNaN by reading the
     loss after every step)."""
     return [
-        _EpochBackupAndRestore(os.path.join(output_dir, "backup")),
+        _EpochCSVLogger(os.path.join(output_dir, "history.csv")),
+        _EpochBackupAndRestore(os.path.join(output_dir, BACKUP), delete_backup=False),
         _EpochModelCheckpoint(os.path.join(output_dir, "checkpoint.keras")),
-        _CSVLogger(os.path.join(output_dir, "history.csv"), append=True),
         TerminateOnNaN(),  # at epoch ends: not Keras' own, which waits for every step to finish
         *extra,
         _PlannedProgress(),  # the last: it reads a plan made at the epoch end before

@@ -89,7 +89,8 @@ def main(argv=None, extra_callbacks=()):
     callbacks = [GradientNormCallback()] + fitting.standard_callbacks(
         output_dir, (pictures if args.attention_maps else []) + list(extra_callbacks))
     data = devices.fit_data(strategy, (x_train, y_train[:, :-1]), y_train[:, 1:], args.batch_size,
-                           validation_data=((x_valid, y_valid[:, :-1]), y_valid[:, 1:]), seed=args.seed)
+                           validation_data=((x_valid, y_valid[:, :-1]), y_valid[:, 1:]), seed=args.seed,
+                           epochs=args.epochs, first_epoch=runs.finished_epochs(output_dir))
     model.fit(**data, epochs=args.epochs, callbacks=callbacks, verbose=fitting.fit_verbosity())
 
     # Evaluate by generating: greedy and beam search, exact match of the whole answer.

@@ -1,26 +1,43 @@
-"""A run folder's life: started, stopped (Ctrl-C or SIGTERM), resumed, finished. Plain Python, no TensorFlow.
+"""A run folder's life: started, stopped (Ctrl-C, SIGTERM, or a crash), resumed, finished.
 
+    run.lock       held while a process trains in the folder: its pid, host and command (one writer per folder)
     run.json       written at the start: the recipe, the flags that shape the model's weights, and one
                    "segment" per start (its command, the epoch it began at, the flags that differ from the
                    segment before)
+    backup/        the last finished epoch (keras_tfm's `BackupAndRestore`), kept until the summary is written
     summary.json   written last (`common.finish`), with the recipe's name and run.json's segments
 
-A run that is started again in its folder resumes (Keras' `BackupAndRestore` restores the last finished epoch).
-It is refused at start when a flag that shapes the weights (a preset, a size, a vocabulary) differs from the run's,
-or when the folder belongs to another recipe: both would fail later, deep inside Keras' weight loading.
+A run that is started again in its folder resumes (`BackupAndRestore` restores the last finished epoch, or the one
+before when the newest is damaged). It is refused at start when a flag that shapes the weights (a preset, a size, a
+vocabulary) differs from the run's, or when the folder belongs to another recipe: both would fail later, deep
+inside Keras' weight loading; and while another live process holds the folder's lock.
+
+Every file is written whole or not at all (`keras_tfm.files`), so what ends a run uncaught (the OOM killer, a
+preempted machine, SIGKILL) loses at most the epoch in progress. A full disk or a read-only folder ends the run
+with one line that names the file and the free space (`run_main`); the last good state stays, to resume from.
 """
 
+import atexit
 import contextlib
+import errno
 import json
 import os
 import shlex
+import shutil
 import signal
+import socket
 import sys
 import time
 
+from keras_tfm import files
+from keras_tfm.callbacks.backup_and_restore import backed_up_epochs
+
 RUN_FILE = "run.json"
+LOCK_FILE = "run.lock"
 FINISHED = "summary.json"  # written last by `common.finish`: its presence means the run is complete
-BACKUP_METADATA = os.path.join("backup", "training_metadata.json")  # Keras' BackupAndRestore: {"epoch": N, ...}
+BACKUP = "backup"  # keras_tfm's BackupAndRestore: the last finished epochs, and training_metadata.json
+# What a full or protected disk raises: the run ends with one line, its last good state kept
+WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 _NOT_RECORDED = {"argv", "output_dir", "overwrite"}  # where the run is, not how it trains
 
 _current = None  # the Run this process is training, for the message when it is stopped
@@ -50,12 +67,102 @@ def command(recipe, argv, output_dir):
 
 
 def finished_epochs(output_dir):
-    """The epochs of the main training that are backed up in `output_dir` (0 when none is)."""
-    path = os.path.join(output_dir, BACKUP_METADATA)
-    if not os.path.exists(path):
-        return 0
-    with open(path) as file:
-        return int(json.load(file).get("epoch", 0))
+    """The epochs of the main training that are backed up in `output_dir` (0 when none is). Where the backup's
+    newest state is damaged, the restore says so and goes on from the one before."""
+    return backed_up_epochs(os.path.join(output_dir, BACKUP))
+
+
+# -- one writer per run folder ------------------------------------------------------------------------------------
+
+_locked = set()  # the folders whose lock this process holds
+
+
+def lock(output_dir):
+    """Takes `output_dir`'s lock file (`run.lock`: pid, host, process start, command) for this process, released
+    when it exits. Another live process holding it: a `SystemExit` with status 2 and one line that names it. A
+    lock left by a process that is gone (killed): taken over, with a line that says so."""
+    path = os.path.join(output_dir, LOCK_FILE)
+    mine = {"pid": os.getpid(), "host": socket.gethostname(), "process_start": _process_start(os.getpid()),
+            "command": shlex.join(sys.argv), "since": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    for _ in range(3):  # another process may take a stale lock at the same moment: then look again
+        try:
+            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            owner = _read_lock(path)
+            if owner is not None and owner.get("pid") == os.getpid() and owner.get("host") == mine["host"]:
+                break  # this process holds it already (a recipe's main called again, as the tests do)
+            if owner is not None and _alive(owner):
+                where = "" if owner.get("host") == mine["host"] else f" on {owner.get('host')}"
+                print(f"error: {output_dir} is in use by process {owner.get('pid')}{where} "
+                      f"(since {owner.get('since')}: {owner.get('command')}); two runs in one folder would overwrite "
+                      f"each other's files. Wait for it to end, or give another --output-dir. ({path} names it; "
+                      "delete that file only if that process is gone.)", file=sys.stderr)
+                raise SystemExit(2)
+            left = "an unreadable lock" if owner is None else f"the lock of process {owner.get('pid')}, which is gone"
+            print(f"{output_dir}: taking over {left} (a run that was killed)")
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+            continue
+        with os.fdopen(descriptor, "w") as file:
+            json.dump(mine, file)
+        break
+    if output_dir not in _locked:
+        _locked.add(output_dir)
+        atexit.register(unlock, output_dir)
+
+
+def unlock(output_dir):
+    """Gives back `output_dir`'s lock, if this process holds it."""
+    path = os.path.join(output_dir, LOCK_FILE)
+    owner = _read_lock(path)
+    if owner is not None and owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+    _locked.discard(output_dir)
+
+
+def lock_owner(output_dir):
+    """What `output_dir`'s lock file says of the process holding it (pid, host, command...), or None."""
+    return _read_lock(os.path.join(output_dir, LOCK_FILE))
+
+
+def _read_lock(path):
+    try:
+        with open(path) as file:
+            owner = json.load(file)
+        return owner if isinstance(owner, dict) else None
+    except (OSError, ValueError):
+        return None  # gone meanwhile, or left empty by a process killed while writing it
+
+
+def _alive(owner):
+    """Whether the lock's owner still runs. On another host that cannot be checked: taken as alive."""
+    if owner.get("host") != socket.gethostname():
+        return True
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, another user's
+    started = _process_start(pid)
+    recorded = owner.get("process_start")
+    # A zombie (killed, not yet waited for) has finished; a pid reused by a new process started at another time.
+    return started != "zombie" and (recorded is None or started is None or started == recorded)
+
+
+def _process_start(pid):
+    """The process' start time in clock ticks since boot (Linux' /proc), "zombie" for one that has ended but is
+    not yet waited for, None where /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            fields = file.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return "zombie" if fields[0] == "Z" else int(fields[19])
 
 
 def _flag(name):
@@ -80,6 +187,8 @@ class Run:
         which epoch it resumes, and records the new segment."""
         global _current, _writing, _pending
         _writing, _pending = 0, None  # nothing is being written as a run starts (an earlier one may have failed)
+        lock(output_dir)
+        files.remove_partials(output_dir)  # what a killed writer left; the files they were for are whole
         argv = list(getattr(args, "argv", None) or [])
         flags = {name: value for name, value in vars(args).items() if name not in _NOT_RECORDED}
         flags = json.loads(json.dumps(flags, default=str))  # as run.json holds them: lists, strings for paths
@@ -109,8 +218,7 @@ class Run:
                 f"{_flag(name)} {_shown(previous.get(name))} -> {_shown(value)}" for name, value in changed.items()))
         record["segments"].append({"command": resume, "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
                                    "from_epoch": done, "flags": changed if record["segments"] else flags})
-        with open(path, "w") as file:
-            json.dump(record, file, indent=2, default=str)
+        files.write_json(path, record, indent=2, default=str)
         _current = cls(recipe, output_dir, args, record)
         return _current
 
@@ -201,6 +309,34 @@ def _on_signal(signal_number, frame):
         _stop(signal_number)
 
 
+def write_error_message(error):
+    """One line for an `OSError` met while writing a run file: the file, the reason, the free space there, and
+    where the run can go on from."""
+    target = error.filename or "a run file"
+    folder = os.path.dirname(os.path.abspath(target)) if error.filename else os.getcwd()
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    try:
+        free = f"{_size(shutil.disk_usage(folder).free)} free there"
+    except OSError:
+        free = "free space unknown"
+    reason = error.strerror or str(error)
+    line = f"could not write {target}: {reason} ({free})."
+    if _current is None:
+        return line
+    done = finished_epochs(_current.output_dir)
+    kept = f"epoch {done} is kept" if done else "no epoch had finished"
+    return (f"{line} The run stopped; {kept} in {_current.output_dir}. Make room (or make the folder writable) "
+            f"and resume with: {_current.record['segments'][-1]['command']}")
+
+
+def _size(count):
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if count < 1024 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024
+
+
 def run_main(main):
     """Runs a recipe's `main()` as a program and returns its exit status: 0 when it returned a summary, 130 after
     Ctrl-C and 143 after SIGTERM, each ending with one line that says where the run stopped and how to resume
@@ -213,6 +349,11 @@ def run_main(main):
         message = _current.stopped_message() if _current is not None else "stopped before the run folder was made"
         print(f"\n{message}", file=sys.stderr)
         return code
+    except OSError as error:
+        if not isinstance(error, files.WriteError) and error.errno not in WRITE_ERRORS:
+            raise
+        print(f"\nerror: {write_error_message(error)}", file=sys.stderr)
+        return 1
     finally:
         for number, handler in before.items():
             signal.signal(number, handler)
