@@ -69,6 +69,7 @@ def main(argv=None):
 
     def epoch(kind):
         folder = os.path.join(root, kind)
+        os.makedirs(folder, exist_ok=True)  # Keras' CSVLogger does not make it
         start = WriteClock()
         end = WriteClockEnd(start)
         begin = time.perf_counter()

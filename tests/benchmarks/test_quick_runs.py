@@ -20,6 +20,7 @@ QUICK = {
     "pooled_vit_attribution": ([], "pool=cls "),
     "explorer_page_size": ([], "cifar10_vit tiny, 2 drawn epochs"),
     "vit_throughput": ([], "keras_hub.models.ViTBackbone + Dense "),
+    "atomic_writes": ([], "keras_tfm / keras: "),
 }
 
 
