@@ -8,6 +8,7 @@ takes strings:
 
     TextClassifierPipeline.load("runs/imdb_classifier/RUN/classifier").predict(["A wonderful, moving film."])
     python -m recipes.imdb_classifier --predict runs/imdb_classifier/RUN "A wonderful, moving film." "Dull."
+    python -m recipes.imdb_classifier --predict runs/imdb_classifier/RUN --input reviews.txt   # -> predictions.csv
 
 Data: `--imdb-dir path/to/aclImdb` (the unpacked original archive), or tensorflow-datasets `imdb_reviews`
 (`--data-dir` = a folder already holding it; without either flag tfds tries to download it).
@@ -129,9 +130,23 @@ def parse_args(argv):
     parser.add_argument("--predict", nargs="+", metavar=("RUN_DIR", "TEXT"),
                         help="classify the texts with the classifier a finished run saved (RUN_DIR or "
                              "RUN_DIR/classifier) and print the class probabilities; nothing is trained")
+    parser.add_argument("--input", nargs="+", metavar="PATH", default=None,
+                        help="with --predict RUN_DIR: classify the texts of these files instead (a .txt file: one per "
+                             "line; a .csv file: the --text-column; a folder: each .txt file; -: standard input) "
+                             "and write them to --output-csv")
+    parser.add_argument("--text-column", default="text", help="with --input: the CSV column of the texts")
+    parser.add_argument("--output-csv", default="predictions.csv", metavar="PATH",
+                        help="with --input: the CSV written (source, label, probabilities, problem); never replaced")
     args = parser.parse_args(argv)
-    if args.predict is not None and len(args.predict) < 2:
-        parser.error("--predict needs a run folder and at least one text: --predict RUN_DIR \"text\" [\"text\" ...]")
+    if args.input is not None and args.predict is None:
+        parser.error("--input names texts to classify: give the classifier with --predict RUN_DIR")
+    if args.input is not None and len(args.predict) > 1:
+        parser.error("--predict RUN_DIR takes texts on the command line or --input files, not both")
+    if args.input is not None and os.path.exists(args.output_csv):
+        parser.error(f"--output-csv {args.output_csv} exists; it is never replaced: give another path")
+    if args.predict is not None and args.input is None and len(args.predict) < 2:
+        parser.error("--predict needs a run folder and at least one text: --predict RUN_DIR \"text\" [\"text\" ...] "
+                     "(or --input FILE ...)")
     if args.encoder is not None and args.pretrain_epochs:
         parser.error("--encoder and --pretrain-epochs exclude each other: fine-tune a saved encoder, or pre-train one")
     if args.pretrained and (args.encoder or args.pretrain_epochs):
@@ -181,7 +196,7 @@ from keras_tfm.insight.attention_probe import attention_maps  # noqa: E402
 from keras_tfm.models import TextClassifier, text_weights  # noqa: E402
 from keras_tfm.schedules import WarmupLinearDecay  # noqa: E402
 from keras_tfm.text import PretrainedTokenizer, TextClassifierPipeline  # noqa: E402
-from recipes import pretrain_text  # noqa: E402
+from recipes import pretrain_text, text_files  # noqa: E402
 from recipes.progress import ExpectedTime  # noqa: E402
 
 SENTIMENTS = ["negative", "positive"]  # label 0, label 1
@@ -189,6 +204,8 @@ SENTIMENTS = ["negative", "positive"]  # label 0, label 1
 
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
+    if args.predict and args.input:
+        return predict_files(args.predict[0], args.input, args.text_column, args.output_csv)
     if args.predict:
         return predict(args.predict[0], args.predict[1:])
     if args.pretrained:
@@ -472,17 +489,21 @@ def _errors_as_usage_errors():
 ECHOED = 100  # characters of a text --predict prints beside its scores
 
 
-def predict(run_dir, texts):
-    """Prints the class probabilities of `texts` under the classifier saved in `run_dir` and returns them."""
+def _load_pipeline(run_dir):
     folder = os.path.join(run_dir, "classifier")
     if not os.path.isfile(os.path.join(folder, "classifier.json")):
         folder = run_dir  # the pipeline's own folder was given
     try:
-        pipeline = TextClassifierPipeline.load(folder)
+        return TextClassifierPipeline.load(folder)
     except (ValueError, OSError) as error:  # OSError: a file there that cannot be read
         print(f"error: --predict: {error} A finished imdb_classifier run keeps it in RUN_DIR/classifier.",
               file=sys.stderr)
         sys.exit(2)
+
+
+def predict(run_dir, texts):
+    """Prints the class probabilities of `texts` under the classifier saved in `run_dir` and returns them."""
+    pipeline = _load_pipeline(run_dir)
     probabilities = pipeline.predict(texts)  # (texts, classes)
     for text, row in zip(texts, probabilities):
         scores = "  ".join(f"{name} {p:.3f}" for name, p in zip(pipeline.class_names, row))
@@ -491,6 +512,40 @@ def predict(run_dir, texts):
         note = pipeline.reading_note(text)
         print(f"{scores}  {shown}" + (f"\n    note: {note}" if note else ""))
     return {"class_names": pipeline.class_names, "probabilities": probabilities.tolist()}
+
+
+SHOWN_PROBLEMS = 10  # inputs that could not be classified, named one by one at the end
+
+
+def predict_files(run_dir, paths, text_column, output):
+    """Classifies every text in the files `paths` (`text_files.read_texts`) with the classifier saved in `run_dir`,
+    with a progress bar, and writes `output` (CSV, one row per input, in order); names the inputs that could not
+    be classified. Returns the class names, the probabilities of the classified texts and the problems."""
+    pipeline = _load_pipeline(run_dir)
+    try:
+        texts = text_files.read_texts(paths, text_column)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    good = [item.text for item in texts if not item.problem]
+    print(f"classifying {len(good):,} texts from {', '.join(paths)}")
+    chunk = 256
+    progress = keras.utils.Progbar(len(good), unit_name="text")
+    parts = []
+    for start in range(0, len(good), chunk):
+        parts.append(pipeline.predict(good[start:start + chunk]))
+        progress.add(len(parts[-1]))
+    probabilities = np.concatenate(parts) if parts else np.zeros((0, len(pipeline.class_names)))
+    text_files.write_predictions(output, texts, probabilities, pipeline.class_names)
+    bad = [item for item in texts if item.problem]
+    print(f"wrote {output}: {len(good):,} texts classified"
+          + (f", {len(bad):,} could not be (their rows say why):" if bad else ""))
+    for item in bad[:SHOWN_PROBLEMS]:
+        print(f"  {item.source}: {text_files.PROBLEMS[item.problem]}")
+    if len(bad) > SHOWN_PROBLEMS:
+        print(f"  ... and {len(bad) - SHOWN_PROBLEMS:,} more")
+    return {"class_names": pipeline.class_names, "probabilities": probabilities.tolist(),
+            "problems": {item.source: item.problem for item in bad}}
 
 
 def _short_reviews(ids, labels, per_class=2, most_words=60):

@@ -1,3 +1,4 @@
+import csv
 import json
 import os
 import re
@@ -80,6 +81,28 @@ def test_quick_run_on_a_folder_writes_every_promised_file(tmp_path, capsys, load
                          "the score says nothing about this text")
     assert {name: os.path.getmtime(output_dir / name) for name in os.listdir(output_dir)} == before
 
+    # --input classifies the texts of files into a CSV, one row per input; the lines it cannot classify are named.
+    lines, table, written = tmp_path / "reviews.txt", tmp_path / "reviews.csv", tmp_path / "predictions.csv"
+    lines.write_bytes(f"{texts[0]}\n\n".encode() + b"caf\xe9\n" + texts[1].encode())
+    table.write_text(f'id,text\n7,"{texts[0]}"\n8,{texts[2]}\n')
+    capsys.readouterr()
+    result = imdb_classifier.main(["--predict", str(output_dir), "--input", str(lines), str(table),
+                                   "--output-csv", str(written)])
+    rows = list(csv.DictReader(open(written)))
+    assert [row["source"] for row in rows] == [f"{lines}:{n}" for n in (1, 2, 3, 4)] + [f"{table}:2", f"{table}:3"]
+    assert [row["problem"] for row in rows] == ["", "empty (no non-blank character)", "not UTF-8 text", "", "", ""]
+    expected = pipeline.predict([texts[0], texts[1], texts[0], texts[2]])
+    scored = np.array([[float(row["p_negative"]), float(row["p_positive"])] for row in rows if not row["problem"]])
+    np.testing.assert_allclose(scored, expected, atol=2e-6)
+    assert [row["label"] for row in rows if not row["problem"]] == [["negative", "positive"][k] for k in
+                                                                      expected.argmax(-1)]
+    assert result["problems"] == {f"{lines}:2": "empty", f"{lines}:3": "encoding"}
+    out = capsys.readouterr().out
+    assert f"wrote {written}: 4 texts classified, 2 could not be (their rows say why):\n  {lines}:2: empty" in out
+    with pytest.raises(SystemExit) as refused:  # a CSV already there is never replaced
+        imdb_classifier.main(["--predict", str(output_dir), "--input", str(lines), "--output-csv", str(written)])
+    assert refused.value.code == 2 and "--output-csv" in capsys.readouterr().err
+
 
 @pytest.mark.parametrize("flags", [["--data-dir", "{empty}"], ["--imdb-dir", "{empty}"]])
 def test_missing_data_is_explained_without_a_traceback(flags, tmp_path, capsys):
@@ -96,7 +119,8 @@ def test_missing_data_is_explained_without_a_traceback(flags, tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "flags", [["--epochs", "-1"], ["--preset", "huge"], ["--pool", "max"], ["--vocab-size", "0"], ["--dropout", "1.5"],
-              ["--predict", "runs/x"], ["--predict"]]
+              ["--predict", "runs/x"], ["--predict"], ["--input", "reviews.txt"],
+              ["--predict", "runs/x", "Great.", "--input", "reviews.txt"]]
 )
 def test_bad_flags_are_usage_errors(flags, capsys):
     with pytest.raises(SystemExit) as exit_info:
