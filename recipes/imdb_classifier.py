@@ -130,6 +130,9 @@ def parse_args(argv):
     parser.add_argument("--predict", nargs="+", metavar=("RUN_DIR", "TEXT"),
                         help="classify the texts with the classifier a finished run saved (RUN_DIR or "
                              "RUN_DIR/classifier) and print the class probabilities; nothing is trained")
+    parser.add_argument("--export", nargs=2, metavar=("RUN_DIR", "DIR"), default=None,
+                        help="write the classifier a finished --pretrained run saved as a TensorFlow SavedModel that "
+                             "takes strings (the tokenizer inside the graph) into DIR; nothing is trained")
     parser.add_argument("--input", nargs="+", metavar="PATH", default=None,
                         help="with --predict RUN_DIR: classify the texts of these files instead (a .txt file: one per "
                              "line; a .csv file: the --text-column; a folder: each .txt file; -: standard input) "
@@ -204,6 +207,8 @@ SENTIMENTS = ["negative", "positive"]  # label 0, label 1
 
 def main(argv=None, extra_callbacks=()):
     args = parse_args(argv)
+    if args.export:
+        return export(*args.export)
     if args.predict and args.input:
         return predict_files(args.predict[0], args.input, args.text_column, args.output_csv)
     if args.predict:
@@ -512,6 +517,23 @@ def predict(run_dir, texts):
         note = pipeline.reading_note(text)
         print(f"{scores}  {shown}" + (f"\n    note: {note}" if note else ""))
     return {"class_names": pipeline.class_names, "probabilities": probabilities.tolist()}
+
+
+def export(run_dir, path):
+    """Writes the run's classifier as a SavedModel taking strings to `path` (never over an existing folder)."""
+    if os.path.exists(path):
+        print(f"error: --export: {path} exists; it is never replaced: give another folder", file=sys.stderr)
+        sys.exit(2)
+    pipeline = _load_pipeline(run_dir)
+    try:
+        pipeline.export(path)
+    except ValueError as error:
+        print(f"error: --export: {error}", file=sys.stderr)
+        sys.exit(2)
+    print(f"wrote {path}: a SavedModel whose serving_default signature takes `texts` (strings) and returns `label` "
+          f"and `probabilities` ({', '.join(pipeline.class_names)}); load it with tf.saved_model.load after "
+          "import tensorflow_text")
+    return {"path": path, "class_names": pipeline.class_names}
 
 
 SHOWN_PROBLEMS = 10  # inputs that could not be classified, named one by one at the end

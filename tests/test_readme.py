@@ -77,12 +77,13 @@ from tests.pretrained_checkpoints import write_checkpoint
 write_checkpoint("all-MiniLM-L6-v2", "bert")  # a tiny random BERT written by transformers, in the test's folder
 train_texts, train_labels = ["the film was great", "dull and too long"] * 4, [1, 0] * 4
 """
-SETUP["model: a TextClassifier from TextClassifier.from_pretrained(folder)"] = """
+SETUP["written by --export (or TextClassifierPipeline.export"] = """
 from tests.pretrained_checkpoints import write_checkpoint
 from keras_tfm.models import TextClassifier
-from keras_tfm.text import PretrainedTokenizer
+from keras_tfm.text import PretrainedTokenizer, TextClassifierPipeline
 folder, _ = write_checkpoint("tiny-bert", "bert")  # a tiny random BERT written by transformers
-model, tokenizer = TextClassifier.from_pretrained(folder, num_classes=2), PretrainedTokenizer(folder, max_length=16)
+TextClassifierPipeline(TextClassifier.from_pretrained(folder, num_classes=2), PretrainedTokenizer(folder, max_length=16),
+                       ["negative", "positive"]).export("served")
 """
 SETUP["keras_tfm.load_model(run_folder)"] = """
 import os, tempfile
@@ -181,7 +182,8 @@ def test_the_large_tests_command_selects_them_and_only_them():
     assert reasons and all("large: run with --run-large" in line for line in reasons)
     variants = sorted(test.split("[")[1].rstrip("]") for test in large if "test_quick_variant_runs" in test)
     assert len(variants) == 11 and "heads_lookup" not in variants  # what docs/developing.md says
-    assert len(large) == 14 and any("test_fast_path.py" in test for test in large)
+    assert len(large) == 18 and any("test_fast_path.py" in test for test in large)
+    assert sum("test_faults.py" in test for test in large) == 4  # what docs/developing.md says
     assert f"{len(large)} skipped" in result.stdout and " passed" not in result.stdout
 
 

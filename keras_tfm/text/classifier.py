@@ -24,6 +24,7 @@ from keras_tfm.data.word_ids import load_vocabulary, save_vocabulary, standardiz
 from keras_tfm.files import atomic_path, write_json
 from keras_tfm.models.text_classifier import TextClassifier
 from keras_tfm.text.pretrained_tokenizer import PretrainedTokenizer
+from keras_tfm.text.serving import export_saved_model
 
 FORMAT = "keras_tfm.TextClassifierPipeline"
 # TextVectorization's own standardisations, saved by name like a registered function.
@@ -192,6 +193,12 @@ class TextClassifierPipeline:
                     "standardize": self.standardize_name, "sequence_length": self.sequence_length,
                     "files": ["model.keras", "vocabulary.txt"]}, indent=2)
         return directory
+
+    def export(self, path):
+        """Writes a TensorFlow SavedModel that takes strings (`keras_tfm.text.serving.export_saved_model`): the
+        pretrained tokenizer inside the graph, `label` and `probabilities` out. TensorFlow backend; a pipeline
+        with a pretrained WordPiece tokenizer. Returns `path`."""
+        return export_saved_model(self, path)
 
     @classmethod
     def load(cls, directory):

@@ -247,8 +247,24 @@ def test_quick_fine_tune_of_a_pretrained_checkpoint(tmp_path, capsys):
     predicted = imdb_classifier.main(["--predict", str(output_dir), *texts])
     np.testing.assert_allclose(predicted["probabilities"], probabilities, atol=1e-6)
 
+    # --export writes a SavedModel that takes strings (TensorFlow only: it is a TensorFlow graph).
+    served = tmp_path / "served"
     if keras.backend.backend() != "tensorflow":
+        with pytest.raises(SystemExit):
+            imdb_classifier.main(["--export", str(output_dir), str(served)])
+        assert "run it on the TensorFlow backend" in capsys.readouterr().err and not served.exists()
         return  # the benchmark below runs keras.ops code these lines have already run on this backend
+    import tensorflow as tf
+
+    capsys.readouterr()
+    imdb_classifier.main(["--export", str(output_dir), str(served)])
+    assert f"wrote {served}: a SavedModel whose serving_default signature takes `texts`" in capsys.readouterr().out
+    out = tf.saved_model.load(str(served)).signatures["serving_default"](texts=tf.constant(texts))
+    np.testing.assert_allclose(out["probabilities"].numpy(), probabilities, atol=1e-5)
+    assert [label.decode() for label in out["label"].numpy()] == pipeline.classify(texts)
+    with pytest.raises(SystemExit):  # an existing folder is never replaced
+        imdb_classifier.main(["--export", str(output_dir), str(served)])
+    assert "exists; it is never replaced" in capsys.readouterr().err
     # benchmarks/imdb_attention_change.py --quick reads this finished run (what it publishes comes from the real one)
     load_script("benchmarks/imdb_attention_change.py").main([
         "--quick", "--pretrained", checkpoint, "--run", str(output_dir), "--imdb-dir", str(folder),
