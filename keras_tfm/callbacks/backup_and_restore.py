@@ -141,13 +141,13 @@ class BackupAndRestore(keras.callbacks.Callback):
 
     def _restore(self):
         metadata, candidates = _candidates(self.backup_dir)
+        unreadable = metadata is None and os.path.exists(os.path.join(self.backup_dir, METADATA))
         if not candidates:
-            if os.path.exists(os.path.join(self.backup_dir, METADATA)):
+            if unreadable:
                 raise ValueError(f"{self.backup_dir}: {METADATA} cannot be read and no epoch's weights are there, so "
                                  "the epochs it recorded cannot be restored. Delete the folder to start again.")
             return 0
-        problems = [] if metadata is not None or not os.path.exists(os.path.join(self.backup_dir, METADATA)) else [
-            f"{METADATA} cannot be read"]
+        problems = [f"{METADATA} cannot be read"] if unreadable else []
         if self.model.optimizer is not None and not self.model.optimizer.built:
             self.model.optimizer.build(self.model.trainable_variables)  # so that its state loads too
         for epoch, path in candidates:

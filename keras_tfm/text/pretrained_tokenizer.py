@@ -138,16 +138,15 @@ class PretrainedTokenizer:
                 self.tokenizer.no_truncation()
             return [(e.ids, e.type_ids) for e in encodings]
         # head_tail: the word pieces without special tokens, cut in Python, then wrapped as the checkpoint wraps
-        # one text (`_template`). (Cutting and re-wrapping `Encoding` objects with the library's `merge`,
+        # one text (`wrapping`). (Cutting and re-wrapping `Encoding` objects with the library's `merge`,
         # `truncate` and `post_process` kept ~1 MB per IMDB review alive: 24 GB for 25,000.)
-        before, after = self._template()
-        room = max_length - len(before[0]) - len(after[0])
-        head = room // 4 if self.head is None else min(self.head, room)
+        before, after = self.wrapping()
+        head, tail = self.kept_pieces(max_length)
         rows = []
         for encoding in self.tokenizer.encode_batch(texts, add_special_tokens=False):
             ids = encoding.ids
-            if len(ids) > room:
-                ids = ids[:head] + ids[len(ids) - (room - head):]
+            if len(ids) > head + tail:
+                ids = ids[:head] + ids[len(ids) - tail:]
             rows.append((before[0] + ids + after[0], before[1] + [0] * len(ids) + after[1]))
         return rows
 
@@ -155,13 +154,22 @@ class PretrainedTokenizer:
         """`(pieces, kept, unknown)` of one text: its word pieces without special tokens, how many of them the
         model reads after truncation, and how many are the unknown-piece token (`[UNK]`, `<unk>`)."""
         ids = self.tokenizer.encode(text, add_special_tokens=False).ids
-        before, after = self._template()
-        room = self.max_length - len(before[0]) - len(after[0])
+        room = sum(self.kept_pieces())
         unknown_id = next((self.tokenizer.token_to_id(token) for token in ("[UNK]", "<unk>")
                            if self.tokenizer.token_to_id(token) is not None), None)
         return len(ids), min(len(ids), room), sum(piece == unknown_id for piece in ids)
 
-    def _template(self):
+    def kept_pieces(self, max_length=None):
+        """`(head, tail)`: how many word pieces of a text too long for `max_length` (default the tokenizer's) are
+        kept from its start and from its end, the special tokens left room for. `truncation="head"`: `(room, 0)`."""
+        before, after = self.wrapping()
+        room = (self.max_length if max_length is None else max_length) - len(before[0]) - len(after[0])
+        if self.truncation == "head":
+            return room, 0
+        head = room // 4 if self.head is None else min(self.head, room)
+        return head, room - head
+
+    def wrapping(self):
         """`((ids, type_ids) before, (ids, type_ids) after)`: the special tokens the checkpoint puts around one
         text ([CLS] … [SEP] for BERT, <s> … </s> for RoBERTa), read from its own post-processor."""
         if getattr(self, "_wrapping", None) is None:

@@ -81,13 +81,8 @@ class StringTokenizer:
 
         self.settings = _settings(tokenizer)
         self.max_length, self.padding_id, self.segments = tokenizer.max_length, tokenizer.padding_id, tokenizer.segments
-        (self.before, _), (self.after, _) = tokenizer._template()
-        room = self.max_length - len(self.before) - len(self.after)
-        if tokenizer.truncation == "head":
-            self.head, self.tail = room, 0
-        else:
-            self.head = room // 4 if tokenizer.head is None else min(tokenizer.head, room)
-            self.tail = room - self.head
+        (self.before, _), (self.after, _) = tokenizer.wrapping()
+        self.head, self.tail = tokenizer.kept_pieces()
         self.wordpiece = tensorflow_text.FastWordpieceTokenizer(
             vocab=self.settings["vocabulary"], suffix_indicator=self.settings["prefix"],
             max_bytes_per_word=self.settings["max_chars"], token_out_type="int64",
