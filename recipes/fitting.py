@@ -79,7 +79,13 @@ class _EpochBackupAndRestore(BackupAndRestore):
 
 class _PlannedProgress(keras.callbacks.ProgbarLogger):
     """Keras' progress display, counting the epochs `params` hold at each epoch's start: once a `TimeBudget` has
-    planned the run, "Epoch 2/7" says the plan's 7, not `fit`'s upper bound."""
+    planned the run, "Epoch 2/7" says the plan's 7, not `fit`'s upper bound.
+
+    `async_safe`, as Keras' own progress bar is: `fit` adds that one after choosing asynchronous dispatch, so its
+    batch hook runs on the helper thread. A `ProgbarLogger` in the list itself would otherwise turn the dispatch off
+    on JAX and PyTorch, and the loop would wait for every step."""
+
+    async_safe = True
 
     def set_params(self, params):
         super().set_params(params)
