@@ -113,8 +113,7 @@ def parse_args(argv=None):
 
 
 if __name__ == "__main__":
-    parse_args(sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ INFO/WARNING lines off
+    parse_args(sys.argv[1:])  # --help and flag errors answer before the models are built
 
 from recipes import fast_paths, fitting  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
 import keras  # noqa: E402

@@ -35,7 +35,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from keras_tfm import hardware  # noqa: E402  (plain Python: loads no backend)
+from keras_tfm import hardware  # noqa: E402
 BACKENDS = ("tensorflow", "jax", "torch")
 PRECISIONS = ("float32", "mixed_bfloat16")
 
@@ -198,7 +198,7 @@ def time_steps(entry, steps):
 
 
 def worker():
-    threads = hardware.set_threads()  # before any backend starts its thread pools
+    threads = hardware.set_threads()  # the pools' variables came with the environment (Worker); this resizes
     if os.environ.get("KERAS_BACKEND") != "tensorflow":
         from recipes import devices
 
@@ -246,6 +246,7 @@ class Worker:
     def __init__(self, backend, cores):
         cpus = sorted(os.sched_getaffinity(0))[:cores]
         env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="3", KERAS_TFM_CORES=str(cores))
+        env.update(hardware.thread_environment(cores, env))  # before the worker's backend starts
         self.name = f"{backend}, {cores} core{'s' if cores > 1 else ''}"
         self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"], env=env, text=True,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT,

@@ -114,7 +114,7 @@ def attention_kernels(dry_run):
             elif BACKEND == "torch":
                 import torch
 
-                tensor = torch.as_tensor(inputs, device=keras.src.backend.torch.core.get_device())
+                tensor = keras.ops.convert_to_tensor(inputs)  # on the device Keras computes on
                 with torch.profiler.profile() as profiler:
                     call(tensor)
                 wanted = ("flash", "efficient", "math", "scaled_dot_product", "cudnn_attention")

@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from recipes import flags  # noqa: E402  (argparse only: --help answers before TensorFlow loads)
+from recipes import flags  # noqa: E402  (after sys.path names the repository)
 
 # Each training row: what it changes from the baseline (the recipe's defaults), as translate flags. The issue's
 # list: vocabulary type and size, dropout, schedule, batches in tokens, checkpoint averaging, label smoothing.

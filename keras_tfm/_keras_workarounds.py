@@ -26,9 +26,23 @@ file that checks Keras still behaves that way, and so fails once Keras changes; 
 5. `resume_fit_at_epoch`, every backend. A callback cannot tell `fit` to start at a later epoch through public
    API: Keras' own `BackupAndRestore` sets `model._initial_epoch` in `on_train_begin`, which `fit` reads right
    after. keras_tfm's `BackupAndRestore` (atomic files, the previous epoch kept) does the same, here.
+6. `watch_gradients`, every backend. Keras has no hook between a step's gradients and their update, where
+   `GradientNormCallback` measures them as the optimizer receives them (unscaled, before clipping). Keras' steps
+   call `optimizer.apply` through the instance: with `(grads, trainable_variables)` on TensorFlow and PyTorch,
+   with `grads` alone inside JAX's `stateless_apply`. This one sets `apply` on the optimizer instance for the time
+   of `fit` (the class is untouched) and deletes it afterwards.
+7. `sublayers`, every backend. A Keras layer (not a model) has no public list of the layers it holds: Keras
+   tracks those set as attributes, directly or in lists and dicts, under any name (`self._inner` too), in
+   `_flatten_layers`. `keras_tfm.layers.walk` reads the layers of a model through this one.
 
-Checked with Keras 3.12.0, the lowest version requirements.txt admits (`.ci/run`'s lowest-Keras stage), and 3.15.1.
-Nothing here imports TensorFlow or PyTorch unless that is the backend in use.
+What would retire each: 1, TensorFlow steps that build the optimizer before tracing (its test then sees one
+trace without it); 2, Keras' JAX `evaluate`/`predict` putting the state back on an error; 3, a `clipnorm` done in
+one call; 4, an `Optimizer.remove_variable` (or variables that a callback may own); 5, a public initial epoch
+settable from `on_train_begin`; 6, a gradient hook (a callback's `on_train_batch` sees no gradients); 7, a public
+`Layer.layers`. Each test in tests/test_keras_workarounds.py fails once its condition is met.
+
+Checked with Keras 3.12.0, the lowest version requirements.txt admits (`.ci/run`'s lowest-Keras stage), and 3.15.1,
+each entry. Nothing here imports TensorFlow or PyTorch unless that is the backend in use.
 """
 
 import types
@@ -146,3 +160,34 @@ def resume_fit_at_epoch(model, epoch):
     """From a callback's `on_train_begin`: the `fit` now starting begins at `epoch` (0-based: the number of
     epochs already trained), as Keras' `BackupAndRestore` makes it."""
     model._initial_epoch = epoch
+
+
+def watch_gradients(optimizer, measure):
+    """Calls `measure(grads, trainable_variables)` inside every training step, with the gradients `optimizer` is
+    about to apply, until `unwatch_gradients(optimizer)`. `trainable_variables` is None where Keras' JAX step
+    passes the gradients alone (they are the model's trainable weights, in their order, as when `fit` began).
+    `measure` must use `keras.ops` only (it runs inside the compiled step) and return nothing.
+
+    Args:
+        optimizer: a Keras optimizer (the inner one of a `LossScaleOptimizer`: it sees the unscaled gradients).
+        measure: the function to call.
+    """
+    apply = optimizer.apply
+
+    def apply_and_measure(grads, trainable_variables=None):
+        measure(grads, trainable_variables)
+        return apply(grads, trainable_variables)
+
+    optimizer.apply = apply_and_measure  # an instance attribute: the class is untouched
+
+
+def unwatch_gradients(optimizer):
+    """Undoes `watch_gradients`: `optimizer.apply` is its class's method again."""
+    if "apply" in vars(optimizer):
+        del optimizer.apply
+
+
+def sublayers(layer):
+    """The layers `layer` holds directly (attributes, and lists, tuples and dicts in them), in the order they were
+    set, without `layer` itself and without their own sublayers."""
+    return list(layer._flatten_layers(include_self=False, recursive=False))

@@ -12,7 +12,9 @@ Two facts drive it (measured in `benchmarks/fast_path.py`, numbers in docs/resul
   elsewhere bfloat16 is emulated and slower. `bf16_units` says which a CPU has; `choose_precision` measures
   instead of guessing.
 
-Nothing here imports a backend that is not loaded already, except through Keras for the measurement.
+`import keras_tfm` imports Keras and its backend, so `set_threads` comes after the backend is imported: it resizes
+the pools of TensorFlow (before its first operation) and PyTorch (at any time). JAX reads `XLA_FLAGS` when it
+starts; a process that must run JAX on one thread gets the variables before it starts (`thread_environment`).
 
 Example:
 
@@ -70,6 +72,25 @@ def bf16_units(cpuinfo="/proc/cpuinfo"):
     return None
 
 
+def thread_environment(threads, environ=None):
+    """The environment variables that size every backend's thread pools to `threads`, for a process that has not
+    started a backend yet (a subprocess: `subprocess.Popen(..., env={**os.environ, **thread_environment(2)})`).
+    Variables already set in `environ` (default `os.environ`) are left out: the user's choice wins.
+
+    Args:
+        threads: threads per pool, a positive int.
+        environ: the environment the process will inherit.
+
+    Returns:
+        A dict `{name: value}` of the variables to add.
+    """
+    environ = os.environ if environ is None else environ
+    wanted = {name: str(threads) for name in _THREAD_VARIABLES}
+    if threads == 1:  # JAX reads it when it starts; XLA's CPU client has no other thread setting
+        wanted["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    return {name: value for name, value in wanted.items() if name not in environ}
+
+
 def set_threads(threads=None):
     """Sizes the thread pools of every loaded backend (and of those loaded later) to `threads`, by default the
     cores this process may use (`usable_cores`). A variable the user set in the environment wins.
@@ -87,10 +108,10 @@ def set_threads(threads=None):
         threads = usable_cores()
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"`threads` must be a positive integer or None. Received: threads={threads!r}")
-    for name in _THREAD_VARIABLES:
-        os.environ.setdefault(name, str(threads))
-    if "jax" not in sys.modules and threads == 1 and "XLA_FLAGS" not in os.environ:
-        os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    environment = thread_environment(threads)
+    if "jax" in sys.modules:  # started already (or about to, at its first computation): too late for XLA_FLAGS
+        environment.pop("XLA_FLAGS", None)
+    os.environ.update(environment)
     if "torch" in sys.modules:
         import torch
 

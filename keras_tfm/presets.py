@@ -6,8 +6,7 @@ fit: a learned position table and a [CLS] token (`position="learned"`, `pool="cl
 or one GPU, with the 2D sin-cos positions (the model's default). A preset fills in keyword arguments; anything
 passed explicitly to `from_preset` wins.
 
-Plain Python: no Keras, no TensorFlow. A recipe reads these names to offer `--preset` choices before TensorFlow
-loads (`import keras_tfm` imports its parts only when they are used); the models read them through
+Plain dicts: the recipes offer their names as `--preset` choices; the models read them through
 `keras_tfm.models` (`VIT_PRESETS`, ...), the same dicts.
 
 Example:
@@ -59,6 +58,23 @@ LANGUAGE_MODEL_PRESETS = {
 }
 
 
-# Choices the recipes offer as flags, read before Keras loads; the models and the tokenizer check against these.
+# Choices the recipes offer as flags; the models and the tokenizer check against these.
 TEXT_CLASSIFIER_POOLS = ("cls", "mean", "pooler")  # how TextClassifier turns the token states into one vector
 SUBWORD_MODEL_TYPES = ("unigram", "bpe")  # SentencePiece's model types (keras_tfm.text.SubwordTokenizer)
+
+
+def resolve_preset(presets, name, kind, overrides):
+    """The preset's arguments updated with `overrides`; a clear error for an unknown name.
+
+    Args:
+        presets: one of the dicts above.
+        name: the preset's name.
+        kind: what the presets are of, said in the error ("ViT").
+        overrides: keyword arguments that win over the preset's.
+
+    Returns:
+        The keyword arguments to build the model with.
+    """
+    if name not in presets:
+        raise ValueError(f"Unknown {kind} preset {name!r}. Available presets: {sorted(presets)}")
+    return {**presets[name], **overrides}

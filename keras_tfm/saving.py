@@ -39,7 +39,7 @@ def load_model(path, compile=True, **kwargs):
     Example:
 
     >>> model = keras_tfm.load_model("runs/reverse_digits/20261201-120000")  # doctest: +SKIP
-    >>> model.generate(source_ids, max_length=11, start_id=1, end_id=2)  # doctest: +SKIP
+    >>> model.generate(source_ids, max_new_tokens=11, start_id=1, end_id=2)  # doctest: +SKIP
     """
     path = os.fspath(path)
     if os.path.isdir(path):

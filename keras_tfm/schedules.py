@@ -142,5 +142,5 @@ class PlannedWarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
                 "warmup_fraction": self.warmup_fraction}
 
 
-# Models trained by the recipes before this schedule moved here name it "recipes>PlannedWarmupCosine".
+# `.keras` files of the 0.1 recipes name it "recipes>PlannedWarmupCosine": they load too.
 keras.saving.get_custom_objects()["recipes>PlannedWarmupCosine"] = PlannedWarmupCosine

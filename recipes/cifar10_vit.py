@@ -59,8 +59,21 @@ import os
 import sys
 import time
 
-from keras_tfm.presets import VIT_PRESETS  # plain Python: read before TensorFlow loads
-from recipes import flags
+import keras
+import numpy as np
+
+from keras_tfm.callbacks import AttentionMapCallback, TimeBudget
+from keras_tfm.data import cifar10
+from keras_tfm.insight import visualize
+from keras_tfm.insight.attention_probe import attention_maps
+from keras_tfm.insight.attribution import occlusion_map
+from keras_tfm.models import ViT
+from keras_tfm.models.vit_weights import checkpoint_arguments
+from keras_tfm.presets import VIT_PRESETS
+from keras_tfm.schedules import PlannedWarmupCosine
+
+from recipes import common, devices, fast_paths, fitting, flags, runs
+from recipes.progress import ExpectedTime
 
 PRESETS = tuple(sorted(VIT_PRESETS))
 PATCH_SIZES = {name: preset["patch_size"] for name, preset in VIT_PRESETS.items()}
@@ -155,24 +168,6 @@ def check_pretrained_flags(parser, args, argv):
     args.image_size = args.image_size or 112
     args.drop_path = 0.0 if args.drop_path is None else args.drop_path
     args.preset = "pretrained"  # recorded in run.json; the sizes are the checkpoint's
-
-
-if __name__ == "__main__":
-    flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
-
-from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-from keras_tfm.callbacks import AttentionMapCallback, TimeBudget  # noqa: E402
-from keras_tfm.data import cifar10  # noqa: E402
-from keras_tfm.insight import visualize  # noqa: E402
-from keras_tfm.insight.attention_probe import attention_maps  # noqa: E402
-from keras_tfm.insight.attribution import occlusion_map  # noqa: E402
-from keras_tfm.models import ViT  # noqa: E402
-from keras_tfm.models.vit_weights import checkpoint_arguments  # noqa: E402
-from keras_tfm.schedules import PlannedWarmupCosine  # noqa: E402
-from recipes.progress import ExpectedTime  # noqa: E402
 
 
 def build_model(args, num_classes):

@@ -1,7 +1,7 @@
 """A recipe's start and end: `setup` (the shared flags applied), the run folder (`start_run`), and the files a
 finished run leaves behind (`finish`). Each recipe reads top to bottom (args -> data -> model -> fit -> evaluate
 -> pictures) and calls these for what is the same between recipes. The rest of the recipes' plumbing has a module
-per job: `flags` (argparse, before TensorFlow loads), `devices` (devices, `--distribute`, feeding `fit`),
+per job: `flags` (argparse), `devices` (devices, `--distribute`, feeding `fit`),
 `fast_paths` (the measured fastest policy, compile options), `fitting` (AdamW, the standard callbacks), `runs`
 (a run's record: start, stop, resume) and `progress`. What a saved model or your own training needs is library
 code, in `keras_tfm`.

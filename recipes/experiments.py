@@ -47,7 +47,20 @@ import os
 import sys
 import time
 
-from recipes import flags
+import keras
+import numpy as np
+from keras import ops
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from keras_tfm.callbacks import GradientNormCallback
+from keras_tfm.data import digits
+from keras_tfm.insight import visualize
+from keras_tfm.insight.attention_probe import attention_maps
+from keras_tfm.layers import EncoderBlock, MultiHeadAttention, TokenEmbedding
+from keras_tfm.models import Seq2SeqTransformer, TextClassifier
+
+from recipes import common, fitting, flags
 
 EXPERIMENT_NAMES = ("position", "scaling", "heads", "norm", "warmup", "combine", "softmax", "clipping", "norm_type",
                     "residual", "decoding", "heads_lookup")  # the keys of EXPERIMENTS below
@@ -73,23 +86,6 @@ def parse_args(argv):
                           seeds=lambda n: min(n, 2))  # two seeds: enough to exercise the mean and spread
     return args
 
-
-if __name__ == "__main__":
-    flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
-
-from recipes import common, fitting  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-from keras import ops  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from keras_tfm.callbacks import GradientNormCallback  # noqa: E402
-from keras_tfm.data import digits  # noqa: E402
-from keras_tfm.insight import visualize  # noqa: E402
-from keras_tfm.insight.attention_probe import attention_maps  # noqa: E402
-from keras_tfm.layers import EncoderBlock, MultiHeadAttention, TokenEmbedding  # noqa: E402
-from keras_tfm.models import Seq2SeqTransformer, TextClassifier  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------------------------
 # The two tasks.
@@ -451,7 +447,7 @@ def decoding(settings):
                           ("top-p (p=0.9)", dict(strategy="top_p", p=0.9)),
                           ("beam (4 beams)", dict(strategy="beam", num_beams=4))):
         started = time.time()
-        tokens = model.generate(x_test, max_length=settings.max_digits + 1, start_id=digits.START,
+        tokens = model.generate(x_test, max_new_tokens=settings.max_digits + 1, start_id=digits.START,
                                 end_id=digits.END, seed=settings.seed, **options)
         rows.append({"task": "reverse digits, under-trained", "variant": name,
                      "exact_match": digits.exact_match(tokens, y_test), "repeat_rate": repeat_rate(tokens),

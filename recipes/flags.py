@@ -1,13 +1,8 @@
-"""The recipes' command-line flags: argparse only, no TensorFlow.
-
-A recipe parses its flags with these before it imports TensorFlow, so `--help` and a mistyped flag answer in
-a fraction of a second instead of after the several seconds TensorFlow takes to load. Once they are parsed,
-`parse_early` imports TensorFlow with its C++ start-up lines silenced (`import_tensorflow_quietly`).
+"""The recipes' command-line flags: the argparse types and the flags every recipe shares, and
+`import_tensorflow_quietly`, which `recipes/__init__.py` calls before any recipe imports Keras.
 """
 
 import argparse
-import contextlib
-import io
 import os
 import sys
 
@@ -107,24 +102,8 @@ def recipe_parser(description, epochs, batch_size, learning_rate):
     return parser
 
 
-def parse_early(parse_args, argv):
-    """Runs a recipe's `parse_args` before TensorFlow is imported, when the recipe is the main program: `--help`
-    and flag errors answer at once. `parse_args` itself must need nothing but argparse and these types. What it
-    prints (`--quick`'s settings line) is said once, by `main`'s own parse, unless the parse ends the program
-    (`--help`, an error)."""
-    printed = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(printed):
-            parse_args(argv)
-    except SystemExit:
-        sys.stdout.write(printed.getvalue())
-        raise
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ INFO/WARNING lines off
-    import_tensorflow_quietly()
-
-
 def import_tensorflow_quietly():
-    """Imports TensorFlow with file descriptor 2 pointed at /dev/null, when a recipe starts (`parse_early`).
+    """Imports TensorFlow with file descriptor 2 pointed at /dev/null, when a recipe starts (`recipes/__init__.py`).
 
     Some of its C++ start-up lines (absl's "All log messages before absl::InitializeLog()", the CUDA probe's)
     bypass both Python and `TF_CPP_MIN_LOG_LEVEL`. Python errors still surface after the import. Nothing is

@@ -51,8 +51,21 @@ import sys
 import time
 from contextlib import contextmanager
 
-from keras_tfm.presets import TEXT_CLASSIFIER_POOLS, TEXT_CLASSIFIER_PRESETS  # plain Python: read before TensorFlow loads
-from recipes import flags
+import keras
+import numpy as np
+
+from keras_tfm.callbacks import AttentionMapCallback
+from keras_tfm.data import imdb, stratified_split, word_ids
+from keras_tfm.data.buckets import LengthBuckets
+from keras_tfm.insight import visualize
+from keras_tfm.insight.attention_probe import attention_maps
+from keras_tfm.models import TextClassifier, text_weights
+from keras_tfm.presets import TEXT_CLASSIFIER_POOLS, TEXT_CLASSIFIER_PRESETS
+from keras_tfm.schedules import WarmupLinearDecay
+from keras_tfm.text import PretrainedTokenizer, TextClassifierPipeline
+
+from recipes import common, devices, fast_paths, fitting, flags, pretrain_text, runs, text_files
+from recipes.progress import ExpectedTime
 
 PRESETS = tuple(sorted(TEXT_CLASSIFIER_PRESETS))
 POOLS = tuple(p for p in TEXT_CLASSIFIER_POOLS if p != "pooler")  # "pooler": pretrained BERTs (--pretrained)
@@ -183,24 +196,6 @@ def parse_args(argv):
                           unlabelled_samples=400)
     return args
 
-
-if __name__ == "__main__":
-    flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
-
-from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-from keras_tfm.callbacks import AttentionMapCallback  # noqa: E402
-from keras_tfm.data import imdb, stratified_split, word_ids  # noqa: E402
-from keras_tfm.data.buckets import LengthBuckets  # noqa: E402
-from keras_tfm.insight import visualize  # noqa: E402
-from keras_tfm.insight.attention_probe import attention_maps  # noqa: E402
-from keras_tfm.models import TextClassifier, text_weights  # noqa: E402
-from keras_tfm.schedules import WarmupLinearDecay  # noqa: E402
-from keras_tfm.text import PretrainedTokenizer, TextClassifierPipeline  # noqa: E402
-from recipes import pretrain_text, text_files  # noqa: E402
-from recipes.progress import ExpectedTime  # noqa: E402
 
 SENTIMENTS = ["negative", "positive"]  # label 0, label 1
 

@@ -15,8 +15,18 @@ import os
 import sys
 import time
 
-from keras_tfm.presets import LANGUAGE_MODEL_PRESETS  # plain Python: read before TensorFlow loads
-from recipes import flags
+import numpy as np
+
+from keras_tfm import load_model
+from keras_tfm.data import text_corpus
+from keras_tfm.insight import visualize
+from keras_tfm.insight.attention_probe import attention_maps
+from keras_tfm.models import TransformerLM
+from keras_tfm.presets import LANGUAGE_MODEL_PRESETS
+from keras_tfm.text import SubwordTokenizer
+from keras_tfm.text.tokenizer import END
+
+from recipes import common, devices, fast_paths, fitting, flags, runs
 
 PRESETS = tuple(sorted(LANGUAGE_MODEL_PRESETS))
 
@@ -57,22 +67,6 @@ def parse_args(argv):
         flags.apply_quick(args, preset="tiny", epochs=lambda n: min(n, 2), steps_per_epoch=lambda n: min(n, 20),
                           sample_tokens=lambda n: min(n, 80), num_samples=1)
     return args
-
-
-if __name__ == "__main__":
-    flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
-
-from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-from keras_tfm import load_model  # noqa: E402
-from keras_tfm.data import text_corpus  # noqa: E402
-from keras_tfm.insight import visualize  # noqa: E402
-from keras_tfm.insight.attention_probe import attention_maps  # noqa: E402
-from keras_tfm.models import TransformerLM  # noqa: E402
-from keras_tfm.text import SubwordTokenizer  # noqa: E402
-from keras_tfm.text.tokenizer import END  # noqa: E402
 
 
 class Subwords:

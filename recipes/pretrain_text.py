@@ -22,8 +22,15 @@ import os
 import sys
 import time
 
-from keras_tfm.presets import TEXT_CLASSIFIER_PRESETS  # plain Python: read before TensorFlow loads
-from recipes import flags
+import keras
+import numpy as np
+
+from keras_tfm.data import DataUnavailable, word_ids
+from keras_tfm.data.mlm import masked_lm_dataset, max_predictions_for, vocabulary_with_mask
+from keras_tfm.models import MaskedLanguageModel
+from keras_tfm.presets import TEXT_CLASSIFIER_PRESETS
+
+from recipes import common, devices, fast_paths, fitting, flags, runs
 
 PRESETS = tuple(sorted(TEXT_CLASSIFIER_PRESETS))  # shared with MaskedLanguageModel
 ENCODER_FILE, VOCABULARY_FILE = "model.keras", "vocabulary.txt"
@@ -55,18 +62,6 @@ def parse_args(argv):
         flags.apply_quick(args, epochs=1, preset="tiny", vocab_size=2000, sequence_length=lambda n: min(n, 64),
                           max_documents=400)
     return args
-
-
-if __name__ == "__main__":
-    flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
-
-from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-from keras_tfm.data import DataUnavailable, word_ids  # noqa: E402
-from keras_tfm.data.mlm import masked_lm_dataset, max_predictions_for, vocabulary_with_mask  # noqa: E402
-from keras_tfm.models import MaskedLanguageModel  # noqa: E402
 
 
 def main(argv=None, extra_callbacks=()):

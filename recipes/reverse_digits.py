@@ -16,9 +16,19 @@ import os
 import sys
 import time
 
-from keras_tfm.data.digits import TASKS  # plain NumPy and keras_tfm.presets: read before TensorFlow loads
+import keras
+import numpy as np
+
+from keras_tfm.callbacks import AttentionMapCallback, GradientNormCallback
+from keras_tfm.data import digits
+from keras_tfm.data.digits import TASKS
+from keras_tfm.insight import visualize
+from keras_tfm.insight.attention_probe import attention_maps
+from keras_tfm.layers import sinusoidal_position_encoding
+from keras_tfm.models import Seq2SeqTransformer
 from keras_tfm.presets import SEQ2SEQ_PRESETS
-from recipes import flags
+
+from recipes import common, devices, fast_paths, fitting, flags, runs
 
 PRESETS = tuple(sorted(SEQ2SEQ_PRESETS))
 
@@ -40,21 +50,6 @@ def parse_args(argv):
         flags.apply_quick(args, epochs=lambda n: min(n, 2), train_samples=512, test_samples=64,
                           max_digits=lambda n: min(n, 6))
     return args
-
-
-if __name__ == "__main__":
-    flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
-
-from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-from keras_tfm.callbacks import AttentionMapCallback, GradientNormCallback  # noqa: E402
-from keras_tfm.data import digits  # noqa: E402
-from keras_tfm.insight import visualize  # noqa: E402
-from keras_tfm.insight.attention_probe import attention_maps  # noqa: E402
-from keras_tfm.layers import sinusoidal_position_encoding  # noqa: E402
-from keras_tfm.models import Seq2SeqTransformer  # noqa: E402
 
 
 def main(argv=None, extra_callbacks=()):
@@ -95,8 +90,8 @@ def main(argv=None, extra_callbacks=()):
 
     # Evaluate by generating: greedy and beam search, exact match of the whole answer.
     new_tokens = args.max_digits + 1
-    greedy = model.generate(x_test, max_length=new_tokens, start_id=digits.START, end_id=digits.END)
-    beam = model.generate(x_test, max_length=new_tokens, start_id=digits.START, end_id=digits.END, strategy="beam")
+    greedy = model.generate(x_test, max_new_tokens=new_tokens, start_id=digits.START, end_id=digits.END)
+    beam = model.generate(x_test, max_new_tokens=new_tokens, start_id=digits.START, end_id=digits.END, strategy="beam")
     metrics = {"exact_match_greedy": digits.exact_match(greedy, y_test), "exact_match_beam": digits.exact_match(beam, y_test)}
     print(f"\nheld-out exact match: greedy {metrics['exact_match_greedy']:.4f}, beam {metrics['exact_match_beam']:.4f}")
     for i in range(5):

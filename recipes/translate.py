@@ -30,8 +30,17 @@ import os
 import sys
 import time
 
-from keras_tfm.presets import SEQ2SEQ_PRESETS, SUBWORD_MODEL_TYPES  # plain Python: read before TensorFlow loads
-from recipes import flags
+import keras
+
+from keras_tfm.callbacks import AttentionMapCallback, CheckpointAverage
+from keras_tfm.data import DataUnavailable, translation
+from keras_tfm.insight import visualize
+from keras_tfm.models import Seq2SeqTransformer
+from keras_tfm.presets import SEQ2SEQ_PRESETS, SUBWORD_MODEL_TYPES
+from keras_tfm.schedules import InverseSquareRootWarmup
+from keras_tfm.text import SubwordTokenizer, Translator, ValidationBLEU, corpus_bleu
+
+from recipes import common, devices, fast_paths, fitting, flags, runs
 
 PRESETS = tuple(sorted(SEQ2SEQ_PRESETS))
 TOKENIZERS = SUBWORD_MODEL_TYPES
@@ -108,21 +117,6 @@ def parse_args(argv):
                           train_samples=1000, test_samples=16, max_length=lambda n: min(n, 48),
                           num_beams=lambda n: min(n, 2), average_last=lambda n: min(n, 2))
     return args
-
-
-if __name__ == "__main__":
-    flags.parse_early(parse_args, sys.argv[1:])  # --help and flag errors answer before TensorFlow loads
-
-from recipes import common, devices, fast_paths, fitting, runs  # noqa: E402  (first: it keeps TensorFlow off the GPUs on JAX and PyTorch)
-
-import keras  # noqa: E402
-
-from keras_tfm.callbacks import AttentionMapCallback, CheckpointAverage  # noqa: E402
-from keras_tfm.data import DataUnavailable, translation  # noqa: E402
-from keras_tfm.insight import visualize  # noqa: E402
-from keras_tfm.models import Seq2SeqTransformer  # noqa: E402
-from keras_tfm.schedules import InverseSquareRootWarmup  # noqa: E402
-from keras_tfm.text import SubwordTokenizer, Translator, ValidationBLEU, corpus_bleu  # noqa: E402
 
 
 def load_corpus(args):

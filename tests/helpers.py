@@ -95,3 +95,11 @@ def greedy_without_cache(model, prompt, steps):
 def epochs_in(output_dir):
     with open(os.path.join(output_dir, "history.csv")) as file:
         return [int(row["epoch"]) for row in csv.DictReader(file)]
+
+
+def never_waits(callback):
+    """Keras' rule for asynchronous dispatch (`keras.callbacks.CallbackList`): a callback that says it is
+    `async_safe`, or has no batch-end hook, lets the step run on without waiting for it."""
+    base = keras.callbacks.Callback
+    return bool(getattr(callback, "async_safe", False)) or all(
+        getattr(type(callback), hook) is getattr(base, hook) for hook in ("on_batch_end", "on_train_batch_end"))

@@ -99,3 +99,11 @@ def test_bf16_units_are_read_from_the_cpu_flags(flags, units, tmp_path):
     assert hardware.bf16_units(str(cpuinfo)) == units
     assert hardware.has_amx_bf16(str(cpuinfo)) == (units == "amx_bf16")
     assert hardware.bf16_units(str(tmp_path / "missing")) is None  # no /proc (macOS, Windows): none known
+
+
+def test_thread_environment_sizes_every_pool_and_leaves_what_the_user_set():
+    assert hardware.thread_environment(2, {}) == {
+        "OMP_NUM_THREADS": "2", "TF_NUM_INTRAOP_THREADS": "2", "TF_NUM_INTEROP_THREADS": "2"}
+    one = hardware.thread_environment(1, {"OMP_NUM_THREADS": "4"})
+    assert "OMP_NUM_THREADS" not in one and one["TF_NUM_INTRAOP_THREADS"] == "1"
+    assert "intra_op_parallelism_threads=1" in one["XLA_FLAGS"]

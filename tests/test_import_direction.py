@@ -17,10 +17,12 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_tfm"
 # Each part of keras_tfm and the parts it may import. The parts of keras_tfm/insight/ ("seeing inside") count one
 # by one, as "insight.<module>".
 ALLOWED = {
-    "layers": {"layers"},
+    "layers": {"layers", "_keras_workarounds"},  # walk: a layer's sublayers
     "metrics": set(),
     "models": {"layers", "metrics", "models", "presets", "_keras_workarounds"},
-    "insight.__init__": set(),  # imports its modules on first use
+    "insight.__init__": {"insight.attention_map_callback", "insight.attention_probe", "insight.attribution",
+                         "insight.explorer", "insight.patch_grid", "insight.position_encoding_plot",
+                         "insight.visualize"},
     "insight.attention_probe": {"layers"},
     "insight.attribution": {"layers"},  # occlusion: runs the model; finds its PatchEmbedding
     "insight.patch_grid": set(),
@@ -36,15 +38,13 @@ ALLOWED = {
     "data": {"data"},
     "schedules": set(),
     "_keras_workarounds": set(),  # every use of a Keras private name: Keras only
-    "_register": set(),  # imports keras_tfm.saving by name, once Keras is loaded
-    "_moved": set(),  # the old names of the insight modules: plain Python, imported by `import keras_tfm`
-    "presets": set(),  # plain dicts: the recipes read them before Keras loads
+    "presets": set(),  # plain dicts: the sizes of every preset
     "distribute": set(),
     "files": set(),  # atomic writes: plain Python
     "hardware": set(),  # thread pools and the precision to train in: imports a backend only to measure it
     "saving": {"layers", "metrics", "models", "callbacks", "text", "schedules"},  # registers all a file may name
-    "__init__": {"_moved", "_register", "layers", "metrics", "models", "insight.attention_probe", "callbacks", "text",
-                 "data", "schedules", "saving"},
+    "__init__": {"callbacks", "files", "hardware", "insight", "insight.attention_probe", "layers", "metrics", "models",
+                 "presets", "schedules", "saving", "text"},
 }
 NEVER_AT_IMPORT_TIME = {"matplotlib", "argparse", "recipes", "IPython"}
 

@@ -40,34 +40,94 @@ OUR_OWN = {
     "_layout": None,  # the explorer's page (not a Keras class)
     "_start": None,  # the explorer's page
     "_replace": None,  # NamedTuple's own
+    "_size": None,  # recipes/runs.py: a byte count in words
+    "_run": None,  # tests/test_imports.py: runs code in a fresh interpreter
 }
 
 
-def _private_names(root):
-    """{name: ["file:line", ...]} of every `x._name` and `def _name` under `root` (not dunders)."""
+# Where the guard looks: everything in the repository but this file, which tests the workarounds themselves.
+GUARDED = ("keras_tfm", "recipes", "benchmarks", "tests")
+THIS_FILE = "tests/test_keras_workarounds.py"
+# `vars()` of these names is of an argparse namespace (a recipe's or benchmark's flags), not of a Keras object.
+FLAG_NAMESPACES = {"args", "settings"}
+
+
+def _private(name):
+    # torch._foreach_*: PyTorch's names, which Keras' PyTorch backend uses too
+    return name.startswith("_") and not name.startswith("__") and not name.startswith("_foreach")
+
+
+def _sources(roots):
+    for root in roots:
+        for path in sorted((ROOT / root).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            if relative != THIS_FILE:
+                yield relative, ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _private_names(trees):
+    """{name: ["file:line", ...]} of every `x._name`, `def _name` and `getattr/setattr/hasattr/delattr(x, "_name")`
+    in `trees` ((file, AST) pairs; not dunders)."""
     found = {}
-    root = pathlib.Path(root)
-    for path in sorted(root.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            name = node.attr if isinstance(node, ast.Attribute) else (
-                node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None)
-            # torch._foreach_*: PyTorch's names, which Keras' PyTorch backend uses too
-            if name and name.startswith("_") and not name.startswith("__") and not name.startswith("_foreach"):
-                found.setdefault(name, []).append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    for relative, tree in trees:
+        for node in ast.walk(tree):
+            names = [node.attr] if isinstance(node, ast.Attribute) else [node.name] if isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) >= 2
+                    and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+                names.append(node.args[1].value)
+            for name in names:
+                if _private(name):
+                    found.setdefault(name, []).append(f"{relative}:{node.lineno}")
+    return found
+
+
+def _other_private_access(trees):
+    """`keras.src` (imported or reached as an attribute) and `vars(x)` on anything but a flags namespace."""
+    found = []
+    for relative, tree in trees:
+        for node in ast.walk(tree):
+            imported = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(name == "keras.src" or name.startswith("keras.src.") for name in imported):
+                found.append(f"{relative}:{node.lineno}: imports keras.src")
+            if isinstance(node, ast.Attribute) and node.attr == "src" and isinstance(node.value, ast.Name) \
+                    and node.value.id == "keras":
+                found.append(f"{relative}:{node.lineno}: keras.src")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars" and not (
+                    len(node.args) == 1 and isinstance(node.args[0], ast.Name) and node.args[0].id in FLAG_NAMESPACES):
+                found.append(f"{relative}:{node.lineno}: vars()")
     return found
 
 
 @pytest.mark.tensorflow_only(reason="reads the source: no backend code")
 def test_no_module_but_the_workarounds_uses_a_keras_private_name():
-    keras_names = _private_names(pathlib.Path(keras.__file__).parent / "src")
-    ours = _private_names(ROOT / "keras_tfm")
+    keras_names = _private_names(_keras_sources())
+    ours = _private_names(_sources(GUARDED))
     workarounds = "keras_tfm/_keras_workarounds.py:"
     used = {name: [where for where in places if not where.startswith(workarounds)]
             for name, places in ours.items() if name in keras_names and name not in OUR_OWN}
     assert {name: places for name, places in used.items() if places} == {}
     # What the workarounds module uses is what its docstring lists.
     assert {name for name, places in ours.items() if name in keras_names and name not in OUR_OWN} == {
-        "_jax_state", "_jax_state_synced", "_clip_gradients", "_variables", "_initial_epoch"}
+        "_jax_state", "_jax_state_synced", "_clip_gradients", "_variables", "_initial_epoch", "_flatten_layers"}
+    assert [where for where in _other_private_access(_sources(GUARDED)) if not where.startswith(workarounds)] == []
+
+
+def _keras_sources():
+    root = pathlib.Path(keras.__file__).parent
+    for path in sorted((root / "src").rglob("*.py")):
+        yield str(path.relative_to(root)), ast.parse(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.tensorflow_only(reason="reads source written here: no backend code")
+def test_the_guard_sees_each_kind_of_private_access():
+    tree = ast.parse("import keras.src.backend\nfrom keras.src import ops\nkeras.src.backend.core\n"
+                     "vars(layer)\nvars(args)\ngetattr(model, '_jax_state', None)\nmodel._layers\n")
+    assert sorted(_other_private_access([("x.py", tree)])) == [
+        "x.py:1: imports keras.src", "x.py:2: imports keras.src", "x.py:3: keras.src", "x.py:4: vars()"]
+    assert _private_names([("x.py", tree)]) == {"_jax_state": ["x.py:6"], "_layers": ["x.py:7"]}
 
 
 @pytest.mark.tensorflow_only(reason="reads the source and Keras' classes: no backend code")
@@ -347,3 +407,40 @@ def test_fit_still_starts_where_a_callback_says_at_train_begin():
     model.compile("sgd", "mse")
     model.fit(np.ones((4, 2)), np.ones((4, 1)), epochs=4, verbose=0, callbacks=[StartAtTwo()])
     assert seen == [2, 3]
+
+
+# --- 6. every backend: the gradients as the optimizer receives them ------------------------------------------------
+
+def test_keras_steps_still_give_the_gradients_to_the_optimizers_apply_on_the_instance():
+    """Fails once a Keras step stops calling `optimizer.apply` through the instance (GradientNormCallback would
+    then log nothing)."""
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")])
+    model.compile(keras.optimizers.SGD(0.0), "mean_squared_error")
+    model.optimizer.build(model.trainable_variables)
+    seen = model.optimizer.add_variable((), initializer="zeros", dtype="float32", name="seen")
+    _keras_workarounds.watch_gradients(model.optimizer, lambda grads, variables: seen.assign_add(
+        keras.ops.sum(keras.ops.cast(grads[0], "float32"))))
+    # x = (1, 2), target 0, w = (1, 1): the gradient of (w·x)² is 2(w·x)x = (6, 12) at each of the 3 steps
+    model.fit(np.array([[1.0, 2.0]] * 3, "float32"), np.zeros((3, 1), "float32"), batch_size=1, verbose=0)
+    assert float(keras.ops.convert_to_numpy(seen)) == pytest.approx(3 * 18.0)
+    _keras_workarounds.unwatch_gradients(model.optimizer)
+    assert model.optimizer.apply.__func__ is type(model.optimizer).apply
+
+
+# --- 7. every backend: the layers a layer holds --------------------------------------------------------------------
+
+def test_sublayers_are_every_layer_held_under_any_attribute_and_a_layer_still_has_no_public_list():
+    """Fails once a Keras layer has a public `layers` (then `iter_layers` reads that)."""
+
+    class Holder(keras.layers.Layer):
+        def __init__(self):
+            super().__init__()
+            self.first = keras.layers.Dense(1)
+            self._hidden = keras.layers.Dense(2)
+            self.stack = [keras.layers.Dense(3)]
+            self.table = {"a": keras.layers.Dense(4)}
+            self.count = 5
+
+    holder = Holder()
+    assert [layer.units for layer in _keras_workarounds.sublayers(holder)] == [1, 2, 3, 4]
+    assert not hasattr(holder, "layers")

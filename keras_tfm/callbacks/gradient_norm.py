@@ -1,5 +1,7 @@
 """`GradientNormCallback`: the global gradient norm in the training logs, per epoch (mean and largest step)."""
 
+import functools
+
 import keras
 
 from keras_tfm import _keras_workarounds
@@ -17,10 +19,10 @@ class GradientNormCallback(keras.callbacks.Callback):
     magnitude is an exploding gradient (try a smaller learning rate, warm-up, `clipnorm`, or pre-norm blocks).
 
     The norm is sqrt(Σ g²) over every trainable weight's gradient, taken before the optimizer clips it (so the
-    reading shows what clipping is up against). It is measured inside the optimizer's `apply` with `keras.ops`,
-    so it works on every backend (tested on TensorFlow and JAX): while training, the optimizer gets three extra
-    variables (a running sum, the largest norm and a step count), removed again when `fit` ends so saved models
-    are unchanged.
+    reading shows what clipping is up against). It is measured as the optimizer receives it, with `keras.ops`
+    (`keras_tfm._keras_workarounds.watch_gradients`), so it works on every backend: while training, the optimizer
+    gets three extra variables (a running sum, the largest norm and a step count), removed again when `fit` ends
+    so saved models are unchanged.
 
     With `groups`, it also logs the norm of each group's gradients, `gradient_norm_{name}` (the mean over the
     epoch's steps): a group is the trainable weights whose path (`variable.path`, e.g.
@@ -65,26 +67,24 @@ class GradientNormCallback(keras.callbacks.Callback):
         if unmatched:
             raise ValueError(f"`groups` {unmatched} match no trainable weight of the model; its weights' paths "
                              f"begin with {sorted({p.split('/')[0] + '/' for p in paths})}")
-        apply = self._optimizer.apply
+        _keras_workarounds.watch_gradients(self._optimizer, functools.partial(self._measure, trainable))
 
-        def apply_and_measure(grads, trainable_variables=None):
-            # Keras' JAX step calls `apply(grads)` alone, for the model's trainable weights as they were when `fit`
-            # began (listed then: inside the step the model's lists are not to be read).
-            variables = trainable if trainable_variables is None else trainable_variables
-            squares = [(v.path, keras.ops.sum(keras.ops.square(keras.ops.cast(g, "float32"))))
-                       for g, v in zip(grads, variables) if g is not None]
-            norm = keras.ops.sqrt(keras.ops.sum(keras.ops.stack([s for _, s in squares]))) if squares \
-                else keras.ops.zeros(())
-            self._norm_sum.assign_add(norm)
-            self._norm_max.assign(keras.ops.maximum(self._norm_max, norm))
-            self._steps.assign_add(1.0)
-            for name, prefix in self.groups.items():
-                group = [s for path, s in squares if _in_group(path, prefix)]
-                if group:
-                    self._group_sums[name].assign_add(keras.ops.sqrt(keras.ops.sum(keras.ops.stack(group))))
-            return apply(grads, trainable_variables)
-
-        self._optimizer.apply = apply_and_measure  # an instance attribute: the class is untouched
+    def _measure(self, trainable, grads, trainable_variables):
+        """Inside the step: adds this step's norms to the sums. Keras' JAX step passes no variables: they are
+        the model's trainable weights as they were when `fit` began (listed then: inside the step the model's
+        lists are not to be read)."""
+        variables = trainable if trainable_variables is None else trainable_variables
+        squares = [(v.path, keras.ops.sum(keras.ops.square(keras.ops.cast(g, "float32"))))
+                   for g, v in zip(grads, variables) if g is not None]
+        norm = keras.ops.sqrt(keras.ops.sum(keras.ops.stack([s for _, s in squares]))) if squares \
+            else keras.ops.zeros(())
+        self._norm_sum.assign_add(norm)
+        self._norm_max.assign(keras.ops.maximum(self._norm_max, norm))
+        self._steps.assign_add(1.0)
+        for name, prefix in self.groups.items():
+            group = [s for path, s in squares if _in_group(path, prefix)]
+            if group:
+                self._group_sums[name].assign_add(keras.ops.sqrt(keras.ops.sum(keras.ops.stack(group))))
 
     def on_epoch_begin(self, epoch, logs=None):
         for variable in (self._norm_sum, self._norm_max, self._steps, *self._group_sums.values()):
@@ -101,6 +101,6 @@ class GradientNormCallback(keras.callbacks.Callback):
             logs[f"gradient_norm_{name}"] = float(keras.ops.convert_to_numpy(total)) / steps if steps else float("nan")
 
     def on_train_end(self, logs=None):
-        del self._optimizer.apply  # back to the class's method
+        _keras_workarounds.unwatch_gradients(self._optimizer)
         _keras_workarounds.forget_optimizer_variables(
             self._optimizer, (self._norm_sum, self._norm_max, self._steps, *self._group_sums.values()))

@@ -13,12 +13,7 @@ The modules, in the order the data flows through them:
 
 This part depends on `keras_tfm.layers` (it finds our attention layers in any model) and never the other way
 round; the models and the training helpers do not need it. The two callbacks are also offered by
-`keras_tfm.callbacks`, beside the others. Each module is imported the first time it is used:
-`keras_tfm.insight.visualize` imports matplotlib only when it draws.
-
-Until 0.2.0 these modules sat at the top of the package (`keras_tfm.visualize`, `keras_tfm.explorer`,
-`keras_tfm.attention_probe`, `keras_tfm.attribution`, `keras_tfm.patch_grid`, and the two callbacks' files in
-`keras_tfm.callbacks`). The old names still import, as the same modules, with a `DeprecationWarning`, until 0.3.
+`keras_tfm.callbacks`, beside the others. `keras_tfm.insight.visualize` imports matplotlib only when it draws.
 
 Example:
 
@@ -27,14 +22,15 @@ Example:
 'keras_tfm.insight.visualize.attention_math'
 """
 
-import importlib
+from keras_tfm.insight import (
+    attention_map_callback,
+    attention_probe,
+    attribution,
+    explorer,
+    patch_grid,
+    position_encoding_plot,
+    visualize,
+)
 
 __all__ = ["attention_map_callback", "attention_probe", "attribution", "explorer", "patch_grid",
            "position_encoding_plot", "visualize"]
-
-
-def __getattr__(name):
-    """`keras_tfm.insight.<module>`, imported on first use."""
-    if name in __all__:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 
 from keras_tfm.layers import ClassToken, DecoderBlock, EncoderBlock, MultiHeadAttention, PatchEmbedding
-from keras_tfm.layers.walk import iter_layers  # noqa: F401  (here too, where it was first)
+from keras_tfm.layers.walk import iter_layers
 
 
 KINDS = ("encoder", "self", "cross")

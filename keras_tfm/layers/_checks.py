@@ -144,7 +144,7 @@ def renamed(owner, kwargs, old, new, value, default=None):
     if old not in kwargs:
         return value
     old_value = kwargs.pop(old)
-    if value is not default and value != old_value:
+    if value != default and value != old_value:
         raise TypeError(f"{owner}: pass `{new}` only (`{old}` is its old name). Received: {old}={old_value!r}, "
                         f"{new}={value!r}")
     warnings.warn(f"{owner}: `{old}` is deprecated, use `{new}` (same meaning); `{old}` goes in the next release.",

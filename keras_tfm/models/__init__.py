@@ -2,7 +2,7 @@
 
 from keras_tfm.models.language_model import TransformerLM
 from keras_tfm.models.masked_lm import MaskedLanguageModel
-from keras_tfm.models.presets import LANGUAGE_MODEL_PRESETS, SEQ2SEQ_PRESETS, TEXT_CLASSIFIER_PRESETS, VIT_PRESETS
+from keras_tfm.presets import LANGUAGE_MODEL_PRESETS, SEQ2SEQ_PRESETS, TEXT_CLASSIFIER_PRESETS, VIT_PRESETS
 from keras_tfm.models.seq2seq import Seq2SeqTransformer
 from keras_tfm.models.text_classifier import TextClassifier
 from keras_tfm.models.text_encoder import TextEncoder

@@ -1,6 +1,6 @@
 """What the ready models share, as three separate jobs put together in `PresetModel`:
 
-* `PresetMixin` (`_presets`): named sizes, the constructor's arguments kept and returned by `get_config`;
+* `PresetMixin` (`_config`): named sizes, the constructor's arguments kept and returned by `get_config`;
 * `CheckedInputs` (`_checked_inputs`): token ids and labels checked before a compiled step sees them;
 * `WeightDecayPolicy` (`_weight_decay`): which weights weight decay skips.
 
@@ -16,7 +16,7 @@ import keras
 from keras_tfm import _keras_workarounds
 from keras_tfm.metrics import MaskedSparseCategoricalCrossentropy
 from keras_tfm.models._checked_inputs import CheckedInputs
-from keras_tfm.models._presets import PresetMixin
+from keras_tfm.models._config import PresetMixin
 from keras_tfm.models._weight_decay import WeightDecayPolicy
 
 # JAX and PyTorch build the optimizer before tracing; TensorFlow and JAX compile the per-weight clipping into the

@@ -20,7 +20,7 @@ from keras_tfm.metrics import MaskedSparseCategoricalCrossentropy
 from keras_tfm.models import generation
 from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel
-from keras_tfm.models.presets import LANGUAGE_MODEL_PRESETS
+from keras_tfm.presets import LANGUAGE_MODEL_PRESETS
 
 _NEVER = -1e9  # the generation logit of padding
 
@@ -44,7 +44,7 @@ class TransformerLM(generation.GenerationMixin, PresetModel, keras.Model):
         dropout: dropout rate (embeddings, blocks).
         attention_dropout: dropout on the attention weights.
         mlp_activation: activation of the blocks' feed-forward network (the MLP): `"gelu"` (default), `"relu"`,
-            `"gelu_tanh"`... The old name `activation` still works, with a DeprecationWarning, for one release.
+            `"gelu_tanh"`... The old name `activation` still works, with a FutureWarning, for one release.
         layer_norm_epsilon: epsilon of the layer norms.
         **kwargs: `keras.Model` arguments.
 
@@ -81,7 +81,8 @@ class TransformerLM(generation.GenerationMixin, PresetModel, keras.Model):
         layer_norm_epsilon=1e-5,
         **kwargs,
     ):
-        mlp_activation = self.renamed_argument(kwargs, "activation", mlp_activation, "gelu")
+        mlp_activation = _checks.renamed(type(self).__name__, kwargs, "activation", "mlp_activation",
+                                         mlp_activation, "gelu")
         self.check_keywords(kwargs)
         kwargs.setdefault("name", "transformer_lm")
         _checks.positive_int("vocab_size", vocab_size)

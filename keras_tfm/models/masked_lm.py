@@ -21,7 +21,7 @@ from keras import ops
 from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
 from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel
-from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
+from keras_tfm.presets import TEXT_CLASSIFIER_PRESETS
 from keras_tfm.models.text_encoder import TextTask, task_encoder
 
 @keras.saving.register_keras_serializable(package="keras_tfm")

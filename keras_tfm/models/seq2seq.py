@@ -18,7 +18,7 @@ from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentrop
 from keras_tfm.models import generation
 from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel
-from keras_tfm.models.presets import SEQ2SEQ_PRESETS
+from keras_tfm.presets import SEQ2SEQ_PRESETS
 
 
 
@@ -48,7 +48,7 @@ class Seq2SeqTransformer(generation.GenerationMixin, PresetModel, keras.Model):
         dropout: dropout rate (embeddings, blocks).
         attention_dropout: dropout on attention weights.
         mlp_activation: activation of the blocks' feed-forward network (the MLP): `"relu"` in the paper,
-            `"gelu"` default here. The old name `activation` still works, with a DeprecationWarning, for one release.
+            `"gelu"` default here. The old name `activation` still works, with a FutureWarning, for one release.
         layer_norm_epsilon: epsilon of the layer norms.
         **kwargs: `keras.Model` arguments.
 
@@ -61,7 +61,7 @@ class Seq2SeqTransformer(generation.GenerationMixin, PresetModel, keras.Model):
     >>> model = Seq2SeqTransformer.from_preset("tiny", source_vocab_size=13, target_vocab_size=13, max_length=12)
     >>> model.compile_for_training()
     >>> model.fit((source, target[:, :-1]), target[:, 1:], epochs=5)  # doctest: +SKIP
-    >>> model.generate(source, max_length=12, start_id=1, end_id=2)  # doctest: +SKIP
+    >>> model.generate(source, max_new_tokens=12, start_id=1, end_id=2)  # doctest: +SKIP
     """
 
     RENAMED_ARGUMENTS = {"activation": "mlp_activation"}
@@ -88,7 +88,8 @@ class Seq2SeqTransformer(generation.GenerationMixin, PresetModel, keras.Model):
         layer_norm_epsilon=1e-6,
         **kwargs,
     ):
-        mlp_activation = self.renamed_argument(kwargs, "activation", mlp_activation, "gelu")
+        mlp_activation = _checks.renamed(type(self).__name__, kwargs, "activation", "mlp_activation",
+                                         mlp_activation, "gelu")
         self.check_keywords(kwargs)
         kwargs.setdefault("name", "seq2seq_transformer")
         _checks.positive_int("encoder_depth", encoder_depth)
@@ -215,7 +216,7 @@ class Seq2SeqTransformer(generation.GenerationMixin, PresetModel, keras.Model):
     def generate(
         self,
         source_ids,
-        max_length=None,
+        max_new_tokens=None,
         start_id=1,
         end_id=2,
         strategy="greedy",
@@ -227,6 +228,7 @@ class Seq2SeqTransformer(generation.GenerationMixin, PresetModel, keras.Model):
         length_penalty=1.0,
         use_cache=True,
         return_scores=False,
+        **kwargs,
     ):
         """Generates target token ids for a batch of sources.
 
@@ -236,7 +238,9 @@ class Seq2SeqTransformer(generation.GenerationMixin, PresetModel, keras.Model):
 
         Args:
             source_ids: `(batch, source_len)` int ids (0 = padding).
-            max_length: number of tokens to generate (at most the model's `max_length`; default: that).
+            max_new_tokens: number of tokens to generate (at most the model's `max_length`; default: that), as
+                `TransformerLM.generate` names it. The old name `max_length` still works, with a FutureWarning, for
+                one release.
             start_id: the token the decoder starts from (not included in the output).
             end_id: the end-of-sequence token; a row stops after producing it and is 0-padded afterwards.
             strategy: `"greedy"`, `"beam"`, `"top_k"` or `"top_p"`.
@@ -252,15 +256,19 @@ class Seq2SeqTransformer(generation.GenerationMixin, PresetModel, keras.Model):
                 normalised for beam search).
 
         Returns:
-            `(batch, max_length)` int32 token ids (the tokens after `start_id`, `end_id` included, zeros after
+            `(batch, max_new_tokens)` int32 token ids (the tokens after `start_id`, `end_id` included, zeros after
             it), as a NumPy array; with `return_scores`, `(tokens, scores)`.
         """
-        max_length = self.max_length if max_length is None else max_length
+        max_new_tokens = _checks.renamed("Seq2SeqTransformer.generate", kwargs, "max_length", "max_new_tokens",
+                                         max_new_tokens)
+        if kwargs:
+            raise TypeError(f"Seq2SeqTransformer.generate got an unexpected keyword argument `{next(iter(kwargs))}`.")
+        max_length = self.max_length if max_new_tokens is None else max_new_tokens
         self.check_decoding(strategy, num_beams, k, p, temperature, use_cache)
-        _checks.positive_int("max_length", max_length)
+        _checks.positive_int("max_new_tokens", max_length)
         if max_length > self.max_length:
             raise ValueError(
-                f"`max_length` ({max_length}) must not exceed the model's max_length ({self.max_length})."
+                f"`max_new_tokens` ({max_length}) must not exceed the model's max_length ({self.max_length})."
             )
         source_ids = self.id_batch("source_ids", source_ids, self.source_vocab_size)
         if source_ids.shape[1] > self.max_length:

@@ -21,7 +21,7 @@ from keras_tfm.layers.dropout import Dropout
 from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel, compile_classifier
 from keras_tfm.models._lora import ParameterEfficient
-from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS
+from keras_tfm.presets import TEXT_CLASSIFIER_PRESETS
 from keras_tfm.models.text_encoder import TextEncoder, TextTask, symbolic_inputs, task_encoder
 from keras_tfm.presets import TEXT_CLASSIFIER_POOLS as POOLS
 
@@ -46,7 +46,7 @@ class TextClassifier(TextTask, ParameterEfficient, PresetModel, keras.Model):
             `from_pretrained` does).
         dropout: dropout rate before the head.
         head_activation: activation of the head (`None` = logits, `"softmax"` = probabilities). The old name
-            `activation` still works, with a DeprecationWarning, for one release.
+            `activation` still works, with a FutureWarning, for one release.
         **kwargs: `keras.Model` arguments.
 
     Call arguments / shapes:
@@ -68,7 +68,8 @@ class TextClassifier(TextTask, ParameterEfficient, PresetModel, keras.Model):
     SHARED_WITH_ENCODER = ("dropout", "dtype")  # from_preset's: the head's dropout and the encoder's
 
     def __init__(self, encoder=None, num_classes=2, pool=None, dropout=0.1, head_activation=None, **kwargs):
-        head_activation = self.renamed_argument(kwargs, "activation", head_activation, None)
+        head_activation = _checks.renamed(type(self).__name__, kwargs, "activation", "head_activation",
+                                          head_activation, None)
         encoder = task_encoder(type(self), encoder, kwargs)
         self.check_keywords(kwargs)
         kwargs.setdefault("name", "text_classifier")

@@ -25,8 +25,8 @@ from keras_tfm.layers.dropout import Dropout
 from keras_tfm.models import text_weights
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models._lora import ParameterEfficient
-from keras_tfm.models._presets import freeze_layers
-from keras_tfm.models.presets import TEXT_CLASSIFIER_PRESETS, resolve_preset
+from keras_tfm.models._config import freeze_layers
+from keras_tfm.presets import TEXT_CLASSIFIER_PRESETS, resolve_preset
 
 INPUT_NAMES = ("token_ids", "padding_mask", "segment_ids")
 
@@ -63,7 +63,7 @@ class TextEncoder(ParameterEfficient, PresetModel, keras.Model):
             stream unnormalised).
         mlp_activation: the blocks' MLP activation: `"gelu"` (exact, BERT), `"gelu_tanh"` (the tanh
             approximation, `keras_tfm>gelu_tanh`), `"relu"`... The old name `activation` still works, with a
-            DeprecationWarning, for one release.
+            FutureWarning, for one release.
         dropout: dropout rate on the embeddings and in the blocks.
         attention_dropout: dropout on the attention weights.
         activation_dropout: dropout after the blocks' MLP activation; None = `dropout`; 0.0 = none, as in BERT
@@ -121,7 +121,8 @@ class TextEncoder(ParameterEfficient, PresetModel, keras.Model):
         activation_dropout=None,
         **kwargs,
     ):
-        mlp_activation = self.renamed_argument(kwargs, "activation", mlp_activation, "gelu")
+        mlp_activation = _checks.renamed(type(self).__name__, kwargs, "activation", "mlp_activation",
+                                         mlp_activation, "gelu")
         self.check_keywords(kwargs)
         kwargs.setdefault("name", "text_encoder")
         _checks.positive_int("depth", depth)

@@ -22,7 +22,7 @@ from keras_tfm.layers.dropout import Dropout
 from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel, compile_classifier
 from keras_tfm.models._lora import ParameterEfficient
-from keras_tfm.models.presets import VIT_PRESETS
+from keras_tfm.presets import VIT_PRESETS
 from keras_tfm.models import vit_weights
 from keras_tfm.models.vit_weights import IMAGENET_MEAN, IMAGENET_STD
 
@@ -170,7 +170,7 @@ class ViT(ParameterEfficient, PresetModel, keras.Model):
         include_top: whether to add the classification head; without it the output is the pooled
             `(batch, dim)` feature vector.
         head_activation: activation of the head (`None` = logits, `"softmax"` = probabilities). The old name
-            `activation` still works, with a DeprecationWarning, for one release.
+            `activation` still works, with a FutureWarning, for one release.
         channels: number of image channels.
         rescale: what the model does to [0, 255] pixels first: `True` maps them to [-1, 1], `"imagenet"`
             subtracts ImageNet's mean and divides by its standard deviation (per channel), `False` nothing.
@@ -221,7 +221,8 @@ class ViT(ParameterEfficient, PresetModel, keras.Model):
         locality=False,
         **kwargs,
     ):
-        head_activation = self.renamed_argument(kwargs, "activation", head_activation, None)
+        head_activation = _checks.renamed(type(self).__name__, kwargs, "activation", "head_activation",
+                                          head_activation, None)
         self.check_keywords(kwargs)
         kwargs.setdefault("name", "vit")
         if pool == "gap":

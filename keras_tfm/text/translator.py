@@ -59,12 +59,12 @@ class Translator:
         to the model's `max_length` tokens."""
         return self.source_tokenizer.encode_padded(texts, self.model.max_length, multiple=8)
 
-    def generate(self, texts, max_length=None, strategy="greedy", batch_size=64, **generate_kwargs):
+    def generate(self, texts, max_new_tokens=None, strategy="greedy", batch_size=64, **generate_kwargs):
         """Translates a list of strings.
 
         Args:
             texts: source sentences (list of str).
-            max_length: most target tokens per sentence (default: the model's `max_length`).
+            max_new_tokens: most target tokens per sentence (default: the model's `max_length`).
             strategy: `"greedy"`, `"beam"`, `"top_k"` or `"top_p"` (see `Seq2SeqTransformer.generate`).
             batch_size: sentences per `generate` call. The last batch is filled up with copies of its last
                 sentence so that every call has the same shape (one compiled loop).
@@ -85,7 +85,7 @@ class Translator:
             real = len(batch)
             if len(texts) > batch_size and real < batch_size:
                 batch = np.concatenate([batch, np.repeat(batch[-1:], batch_size - real, axis=0)])
-            tokens = self.model.generate(batch, max_length=max_length, start_id=START, end_id=END, strategy=strategy,
+            tokens = self.model.generate(batch, max_new_tokens, start_id=START, end_id=END, strategy=strategy,
                                          **generate_kwargs)
             # A model's vocabulary may be larger than the tokenizer's (checked in __init__): an id with no piece
             # decodes as unknown instead of failing.

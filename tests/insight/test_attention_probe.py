@@ -99,7 +99,7 @@ def test_trained_reverser_aligns_each_target_with_the_mirrored_source(trained_re
 
 
 def test_iter_layers_finds_layers_in_lists_dicts_and_nested_models():
-    from keras_tfm.insight.attention_probe import iter_layers
+    from keras_tfm.layers.walk import iter_layers
 
     class Holder(keras.layers.Layer):
         def __init__(self, **kwargs):

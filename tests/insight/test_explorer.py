@@ -17,7 +17,8 @@ import pytest
 from keras_tfm.callbacks import AttentionMapCallback
 from keras_tfm.data import digits
 from keras_tfm.insight import visualize
-from keras_tfm.insight.attention_probe import AttentionMap, AttentionMaps, attention_maps, iter_layers
+from keras_tfm.insight.attention_probe import AttentionMap, AttentionMaps, attention_maps
+from keras_tfm.layers.walk import iter_layers
 from keras_tfm.insight.explorer import AttentionHistory, attention_html, data_path, save_attention_html, show_attention
 from keras_tfm.insight.explorer._page import SCRIPT_FILES, read_part
 from keras_tfm.models import TextClassifier, ViT

@@ -4,6 +4,7 @@ import pytest
 
 from keras_tfm import layers as tfm
 from keras_tfm import models
+from keras_tfm.layers.walk import iter_layers
 from tests.helpers import to_numpy
 
 RATE = 0.1
@@ -132,5 +133,5 @@ def test_noise_shape_broadcasts_the_mask():
 )
 def test_the_models_drop_with_this_layer(build):
     model = build()
-    dropouts = [layer for layer in model._flatten_layers() if isinstance(layer, keras.layers.Dropout)]
+    dropouts = [layer for layer in iter_layers(model) if isinstance(layer, keras.layers.Dropout)]
     assert dropouts and all(type(layer) is tfm.Dropout for layer in dropouts)

@@ -49,9 +49,11 @@ def test_gather_positions_picks_each_rows_states_and_ends_the_mask():
     gathered = to_numpy(GatherPositions()([states, positions]))
     np.testing.assert_array_equal(gathered, [[states[0, 4], states[0, 0]], [states[1, 1], states[1, 1]]])
     # Symbolically (any backend): the shape is known without running it, and the padding mask stops here.
-    symbolic_states = keras.layers.Masking()(keras.Input((None, 3)))
-    output = GatherPositions()([symbolic_states, keras.Input((2,), dtype="int32")])
-    assert tuple(output.shape) == (None, 2, 3) and getattr(output, "_keras_mask", None) is None
+    symbolic_states, symbolic_positions = keras.Input((None, 3)), keras.Input((2,), dtype="int32")
+    gather = GatherPositions()
+    output = gather([keras.layers.Masking()(symbolic_states), symbolic_positions])
+    assert tuple(output.shape) == (None, 2, 3)
+    assert gather.compute_mask([symbolic_states, symbolic_positions], [np.ones((2, 5), bool), None]) is None
     assert GatherPositions.from_config(GatherPositions(name="g").get_config()).name == "g"
 
 

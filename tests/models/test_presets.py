@@ -1,6 +1,6 @@
-"""`PresetMixin` (`keras_tfm.models._presets`): presets and configs, and the renamed `activation` argument —
+"""`PresetMixin` (`keras_tfm.models._config`): presets and configs, and the renamed `activation` argument —
 `head_activation` for a classifier's head, `mlp_activation` for the blocks' feed-forward network. The old name
-still works for one release: as a keyword and in a saved `.keras` file, with a DeprecationWarning."""
+still works for one release: as a keyword and in a saved `.keras` file, with a FutureWarning."""
 
 import json
 import zipfile
@@ -45,7 +45,7 @@ def test_get_config_writes_the_new_name_and_an_old_config_builds_the_same_model(
     config = model.get_config()
     assert config[new] == value and "activation" not in config
     old = {("activation" if key == new else key): item for key, item in config.items()}
-    with pytest.warns(DeprecationWarning, match=rf"`activation` is deprecated, use `{new}`"):
+    with pytest.warns(FutureWarning, match=rf"`activation` is deprecated, use `{new}`"):
         rebuilt = cls.from_config(old)
     assert getattr(rebuilt, new) == value and rebuilt.get_config() == config
     _same_outputs(model, rebuilt, x)
@@ -54,7 +54,7 @@ def test_get_config_writes_the_new_name_and_an_old_config_builds_the_same_model(
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_old_keyword_still_works_with_a_warning_naming_the_new_one(name):
     cls, arguments, new, value, _ = CASES[name]
-    with pytest.warns(DeprecationWarning, match=rf"{cls.__name__}: `activation` is deprecated, use `{new}`"):
+    with pytest.warns(FutureWarning, match=rf"{cls.__name__}: `activation` is deprecated, use `{new}`"):
         model = cls(**arguments, activation=value)
     assert getattr(model, new) == value
     with pytest.raises(TypeError, match=rf"pass `{new}` only \(`activation` is its old name\)"):
@@ -72,7 +72,7 @@ def test_the_mlp_activation_reaches_the_blocks_and_the_head_activation_the_head(
 
 def test_text_classifier_from_encoder_takes_the_old_head_keyword():
     encoder = TextEncoder(vocab_size=20, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32)
-    with pytest.warns(DeprecationWarning, match="use `head_activation`"):
+    with pytest.warns(FutureWarning, match="use `head_activation`"):
         model = TextClassifier.from_encoder(encoder, activation="softmax")
     assert model.head_activation == "softmax"
 
@@ -93,7 +93,7 @@ def test_a_keras_file_saved_with_the_old_name_still_loads(name, tmp_path):
                 saved["config"]["activation"] = saved["config"].pop(new)
                 data = json.dumps(saved).encode()
             target.writestr(item, data)
-    with pytest.warns(DeprecationWarning, match=f"use `{new}`"):
+    with pytest.warns(FutureWarning, match=f"use `{new}`"):
         loaded = keras.saving.load_model(old_path)
     assert getattr(loaded, new) == value
     np.testing.assert_allclose(to_numpy(loaded(x)), to_numpy(model(x)), atol=1e-6)

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tfm.insight.attention_probe import iter_layers
+from keras_tfm.layers.walk import iter_layers
 from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
 from keras_tfm.models import Seq2SeqTransformer
 from tests.helpers import END, MAX_DIGITS, START, VOCAB, reverse_digits, small_reverser, to_numpy
@@ -18,7 +18,7 @@ small_model = small_reverser
 @pytest.mark.xdist_group("trained_reverser")
 def test_reverse_digits_reaches_99_percent_exact_match(trained_reverser):
     source, target = reverse_digits(500, seed=1)
-    generated = trained_reverser.generate(source, max_length=MAX_DIGITS + 1, start_id=START, end_id=END)
+    generated = trained_reverser.generate(source, max_new_tokens=MAX_DIGITS + 1, start_id=START, end_id=END)
     exact = np.mean(np.all(generated == target[:, 1:], axis=1))
     assert exact >= 0.99, exact
 
@@ -27,7 +27,7 @@ def test_reverse_digits_reaches_99_percent_exact_match(trained_reverser):
 @pytest.mark.xdist_group("trained_reverser")
 def test_greedy_equals_argmax_of_the_full_forward_pass_step_by_step(trained_reverser):
     source, _ = reverse_digits(16, seed=2)
-    generated = trained_reverser.generate(source, max_length=MAX_DIGITS + 1, start_id=START, end_id=END)
+    generated = trained_reverser.generate(source, max_new_tokens=MAX_DIGITS + 1, start_id=START, end_id=END)
     prefix = np.full((16, 1), START, "int32")
     finished = np.zeros(16, bool)
     expected = np.zeros((16, MAX_DIGITS + 1), "int32")
@@ -38,7 +38,8 @@ def test_greedy_equals_argmax_of_the_full_forward_pass_step_by_step(trained_reve
         finished |= token == END
         prefix = np.concatenate([prefix, token[:, None]], axis=1)
     np.testing.assert_array_equal(generated, expected)
-    uncached = trained_reverser.generate(source, max_length=MAX_DIGITS + 1, start_id=START, end_id=END, use_cache=False)
+    uncached = trained_reverser.generate(source, max_new_tokens=MAX_DIGITS + 1, start_id=START, end_id=END,
+                                         use_cache=False)
     np.testing.assert_array_equal(uncached, generated)
 
 
@@ -46,7 +47,7 @@ def test_greedy_equals_argmax_of_the_full_forward_pass_step_by_step(trained_reve
 @pytest.mark.xdist_group("trained_reverser")
 def test_beam_of_one_and_top_k_of_one_equal_greedy_and_sampling_is_seeded(trained_reverser):
     source, _ = reverse_digits(16, seed=3)
-    kwargs = dict(max_length=MAX_DIGITS + 1, start_id=START, end_id=END)
+    kwargs = dict(max_new_tokens=MAX_DIGITS + 1, start_id=START, end_id=END)
     greedy = trained_reverser.generate(source, **kwargs)
     np.testing.assert_array_equal(trained_reverser.generate(source, strategy="beam", num_beams=1, **kwargs), greedy)
     np.testing.assert_array_equal(trained_reverser.generate(source, strategy="top_k", k=1, seed=5, **kwargs), greedy)
@@ -64,7 +65,7 @@ def test_beam_of_one_and_top_k_of_one_equal_greedy_and_sampling_is_seeded(traine
 def test_beam_search_output_format_and_scores(trained_reverser):
     source, target = reverse_digits(32, seed=4)
     tokens, scores = trained_reverser.generate(
-        source, max_length=MAX_DIGITS + 1, start_id=START, end_id=END, strategy="beam", num_beams=4,
+        source, max_new_tokens=MAX_DIGITS + 1, start_id=START, end_id=END, strategy="beam", num_beams=4,
         return_scores=True,
     )
     assert tokens.shape == (32, MAX_DIGITS + 1) and scores.shape == (32,)
@@ -86,7 +87,7 @@ def test_keras_file_round_trip_keeps_predictions_and_generation(trained_reverser
         to_numpy(loaded.predict((source, target[:, :-1]), verbose=0)),
         to_numpy(trained_reverser.predict((source, target[:, :-1]), verbose=0)),
     )
-    kwargs = dict(max_length=MAX_DIGITS + 1, start_id=START, end_id=END)
+    kwargs = dict(max_new_tokens=MAX_DIGITS + 1, start_id=START, end_id=END)
     np.testing.assert_array_equal(loaded.generate(source, **kwargs), trained_reverser.generate(source, **kwargs))
     np.testing.assert_array_equal(
         loaded.generate(source, strategy="beam", **kwargs), trained_reverser.generate(source, strategy="beam", **kwargs)
@@ -144,8 +145,12 @@ def test_bad_generation_arguments():
     for p in (0.0, 1.5):
         with pytest.raises(ValueError, match=r"`p` must be a number in \(0, 1\]"):
             model.generate(source, strategy="top_p", p=p)
-    with pytest.raises(ValueError, match=r"`max_length` \(50\) must not exceed the model's max_length \(10\)"):
-        model.generate(source, max_length=50)
+    with pytest.raises(ValueError, match=r"`max_new_tokens` \(50\) must not exceed the model's max_length \(10\)"):
+        model.generate(source, max_new_tokens=50)
+    with pytest.warns(FutureWarning, match="`max_length` is deprecated, use `max_new_tokens`"):
+        np.testing.assert_array_equal(model.generate(source, max_length=4), model.generate(source, max_new_tokens=4))
+    with pytest.raises(TypeError, match="unexpected keyword argument `max_new_token`"):
+        model.generate(source, max_new_token=4)
     with pytest.raises(ValueError, match=r"`temperature` must be a positive number"):
         model.generate(source, temperature=0)
     with pytest.raises(ValueError, match=r"`end_id` must be a token id in \[1, 13\)"):
@@ -173,7 +178,7 @@ def test_tied_model_keras_file_round_trip(tmp_path):
     loaded = keras.saving.load_model(tmp_path / "tied.keras")
     assert loaded.get_config() == model.get_config()
     np.testing.assert_array_equal(to_numpy(loaded((source, target[:, :-1]))), to_numpy(model((source, target[:, :-1]))))
-    np.testing.assert_array_equal(loaded.generate(source, max_length=6), model.generate(source, max_length=6))
+    np.testing.assert_array_equal(loaded.generate(source, max_new_tokens=6), model.generate(source, max_new_tokens=6))
 
 
 def test_ablation_options_reach_every_layer_and_keep_the_cache_exact():
@@ -183,6 +188,6 @@ def test_ablation_options_reach_every_layer_and_keep_the_cache_exact():
     assert len(attentions) == 6 and all(layer.logit_scale == 1.0 for layer in attentions)
     assert model.get_layer("target_embedding").combine == "concat"
     source, _ = reverse_digits(4, seed=11)
-    cached = model.generate(source, max_length=6)
-    np.testing.assert_array_equal(cached, model.generate(source, max_length=6, use_cache=False))
+    cached = model.generate(source, max_new_tokens=6)
+    np.testing.assert_array_equal(cached, model.generate(source, max_new_tokens=6, use_cache=False))
     assert Seq2SeqTransformer.from_config(model.get_config()).get_config() == model.get_config()

@@ -156,7 +156,7 @@ def test_teacher_forced_exact_match_equals_greedy_generation(trained_reverser):
     source, reverse_target = digits.make_dataset(100, MAX_DIGITS, "reverse", seed=7)
     _, sort_target = digits.make_dataset(100, MAX_DIGITS, "sort", seed=7)
     target = np.concatenate([reverse_target[:50], sort_target[50:]])
-    generated = trained_reverser.generate(source, max_length=MAX_DIGITS + 1, start_id=START, end_id=END)
+    generated = trained_reverser.generate(source, max_new_tokens=MAX_DIGITS + 1, start_id=START, end_id=END)
     per_row = np.all(generated == target[:, 1:], axis=1)
     assert 0.3 < per_row.mean() < 0.7  # some right, some wrong: the comparison means something
     assert experiments.greedy_exact_match(trained_reverser, source, target) == pytest.approx(per_row.mean())

@@ -46,7 +46,7 @@ def test_quick_run_learns_writes_every_promised_file_and_is_never_overwritten(tm
     assert model.predict((source, target[:, :-1]), verbose=0).shape == (4, target.shape[1] - 1, digits.VOCAB_SIZE)
     # The reported exact match is the saved model's greedy answers on the recipe's held-out strings (seed 0 + 1).
     x_test, y_test = digits.make_dataset(64, 6, "reverse", seed=1)
-    greedy = model.generate(x_test, max_length=7, start_id=digits.START, end_id=digits.END)
+    greedy = model.generate(x_test, max_new_tokens=7, start_id=digits.START, end_id=digits.END)
     assert saved["metrics"]["exact_match_greedy"] == digits.exact_match(greedy, y_test)
     assert keras.utils.load_img(tmp_path / "curves.png").size[0] > 100  # a real picture
 

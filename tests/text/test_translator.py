@@ -25,7 +25,7 @@ def test_generate_maps_strings_to_strings_in_batches_of_one_shape(translator):
     # Three calls of 3 sentences (the last filled up with copies) give the same translations as one call.
     assert translator.generate(SENTENCES, batch_size=3) == one_call
     assert translator.generate(SENTENCES[2:3]) == one_call[2:3]
-    tokens = translator.model.generate(translator.encode_source(SENTENCES), max_length=16, start_id=2, end_id=3)
+    tokens = translator.model.generate(translator.encode_source(SENTENCES), max_new_tokens=16, start_id=2, end_id=3)
     assert translator.target_tokenizer.decode(tokens) == one_call
     assert translator.generate([]) == []
 
@@ -38,7 +38,7 @@ def test_ids_beyond_the_tokenizers_vocabulary_decode_as_unknown():
                                            target_vocab_size=tokenizer.vocab_size + 50, max_length=8, dropout=0.0)
     bias = model.get_layer("output_projection").bias
     bias.assign(np.where(np.arange(bias.shape[0]) == tokenizer.vocab_size + 10, 1e4, 0.0).astype("float32"))
-    assert Translator(model, tokenizer).generate(["A dog runs."], max_length=3) == [" ⁇  ⁇  ⁇ "]
+    assert Translator(model, tokenizer).generate(["A dog runs."], max_new_tokens=3) == [" ⁇  ⁇  ⁇ "]
 
 
 def test_source_is_padded_to_a_multiple_of_8_and_cut_at_max_length(translator):

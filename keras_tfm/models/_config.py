@@ -1,16 +1,17 @@
-"""Named sizes and a stored configuration for the ready models: `from_preset`, `get_config`/`from_config`.
+"""A ready model's configuration: its constructor's arguments kept, `get_config`/`from_config`, and `from_preset`
+(the named sizes of `keras_tfm.presets`).
 
 A model's constructor builds its graph from keyword arguments. This mixin keeps those arguments: each is an
 attribute of the same name, `get_config` returns exactly them (keras-hub's habit), and `from_preset` fills them
 in from a named size. A misspelled keyword is a TypeError naming the closest valid one (`ViT(num_class=10)` must
-not quietly build a 1000-class model); a renamed one still works for a release, with a DeprecationWarning.
+not quietly build a 1000-class model); a renamed one still works for a release, with a FutureWarning
+(`_checks.renamed`).
 """
 
 import inspect
-import warnings
 
 from keras_tfm.layers import _checks
-from keras_tfm.models.presets import resolve_preset
+from keras_tfm.presets import resolve_preset
 
 
 class PresetMixin:
@@ -34,7 +35,7 @@ class PresetMixin:
     """
 
     PRESETS = {}
-    RENAMED_ARGUMENTS = {}  # old name -> new name, read by `renamed_argument` for one release
+    RENAMED_ARGUMENTS = {}  # old name -> new name: keywords `check_keywords` accepts for one release
 
     @classmethod
     def argument_names(cls):
@@ -45,32 +46,6 @@ class PresetMixin:
     def check_keywords(cls, kwargs):
         """A TypeError for a keyword in `kwargs` the model does not take, naming the closest valid one."""
         _checks.known_keywords(cls, kwargs, _checks.MODEL_KEYWORDS | set(cls.RENAMED_ARGUMENTS))
-
-    @classmethod
-    def renamed_argument(cls, kwargs, old, value, default):
-        """Reads an argument under its old name for one release: pops `old` from `kwargs` and returns its value,
-        with a DeprecationWarning naming `new`; returns `value` (the new argument's) when `old` was not given.
-
-        Args:
-            kwargs: the constructor's `**kwargs` (also what a `.keras` file saved with the old name passes).
-            old: the deprecated name, a key of `RENAMED_ARGUMENTS` (whose value is the argument replacing it,
-                `new`).
-            value: the value received under `new`.
-            default: `new`'s default; anything else received under `new` together with `old` is a TypeError.
-
-        Returns:
-            The value to use for `new`.
-        """
-        new = cls.RENAMED_ARGUMENTS[old]
-        if old not in kwargs:
-            return value
-        old_value = kwargs.pop(old)
-        if value != default and value != old_value:
-            raise TypeError(f"{cls.__name__}: pass `{new}` only (`{old}` is its old name). Received: "
-                            f"{old}={old_value!r}, {new}={value!r}")
-        warnings.warn(f"{cls.__name__}: `{old}` is deprecated, use `{new}` (same meaning); `{old}` goes in the next "
-                      "release.", DeprecationWarning, stacklevel=3)
-        return old_value
 
     def store_arguments(self, arguments):
         """Keeps every constructor argument (from the constructor's `locals()`) as an attribute of that name."""
