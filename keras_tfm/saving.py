@@ -1,19 +1,15 @@
 """`keras_tfm.load_model`: a saved keras_tfm model (a `.keras` file, or a folder keras_tfm saved) back, with clear
 errors.
 
-`keras.saving.load_model` finds our classes only once the parts of keras_tfm defining them are imported, and
-reports a truncated `.keras` file as "File not found". This loads from the package itself, so everything a
-keras_tfm model refers to (layers, models, losses, metrics, schedules) is registered, and it names the problem:
-a missing file, a folder without a model, a file that is not a whole `.keras` archive.
+`keras.saving.load_model` reports a truncated `.keras` file as "File not found". This names the problem: a missing
+file, a folder without a model, a file that is not a whole `.keras` archive. Every class a keras_tfm model refers
+to (layers, models, losses, metrics, schedules) is registered by `import keras_tfm`, which runs before this module.
 """
 
 import os
 import zipfile
 
 import keras
-
-# Importing the package registers every class a saved keras_tfm model may name (see keras_tfm/__init__.py).
-from keras_tfm import callbacks, layers, metrics, models, schedules, text  # noqa: F401
 
 # A saved folder keeps its model under this name: a `TextClassifierPipeline`'s, a `Translator`'s, and any folder
 # that follows the same layout (the recipes' finished runs do).

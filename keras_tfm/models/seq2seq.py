@@ -9,6 +9,8 @@ Generation: the encoder runs once; then one token at a time, the decoder embeds 
 attends over a key/value cache of the earlier ones, inside a compiled loop.
 """
 
+import inspect
+
 import keras
 from keras import ops
 
@@ -262,13 +264,16 @@ class Seq2SeqTransformer(generation.GenerationMixin, PresetModel, keras.Model):
         max_new_tokens = _checks.renamed("Seq2SeqTransformer.generate", kwargs, "max_length", "max_new_tokens",
                                          max_new_tokens)
         if kwargs:
-            raise TypeError(f"Seq2SeqTransformer.generate got an unexpected keyword argument `{next(iter(kwargs))}`.")
-        max_length = self.max_length if max_new_tokens is None else max_new_tokens
+            name, value = next(iter(kwargs.items()))
+            valid = [p for p in inspect.signature(type(self).generate).parameters if p not in ("self", "kwargs")]
+            raise TypeError(f"Seq2SeqTransformer.generate got an unexpected keyword argument `{name}` (= {value!r}). "
+                            f"Valid arguments: {', '.join(valid)}.")
+        max_new_tokens = self.max_length if max_new_tokens is None else max_new_tokens
         self.check_decoding(strategy, num_beams, k, p, temperature, use_cache)
-        _checks.positive_int("max_new_tokens", max_length)
-        if max_length > self.max_length:
+        _checks.positive_int("max_new_tokens", max_new_tokens)
+        if max_new_tokens > self.max_length:
             raise ValueError(
-                f"`max_new_tokens` ({max_length}) must not exceed the model's max_length ({self.max_length})."
+                f"`max_new_tokens` ({max_new_tokens}) must not exceed the model's max_length ({self.max_length})."
             )
         source_ids = self.id_batch("source_ids", source_ids, self.source_vocab_size)
         if source_ids.shape[1] > self.max_length:
@@ -280,9 +285,9 @@ class Seq2SeqTransformer(generation.GenerationMixin, PresetModel, keras.Model):
 
         # One compiled loop per setting that shapes the program. Temperature, p and the length penalty are numbers
         # the loop reads when it runs (`generation.numbers`), so another value compiles nothing.
-        settings = dict(strategy=strategy, max_length=max_length, start_id=start_id, end_id=end_id,
+        settings = dict(strategy=strategy, max_length=max_new_tokens, start_id=start_id, end_id=end_id,
                         num_beams=num_beams, k=k, use_cache=use_cache)
-        uniform = keras.random.uniform((max_length, source_ids.shape[0]), seed=seed)  # one draw per step, row
+        uniform = keras.random.uniform((max_new_tokens, source_ids.shape[0]), seed=seed)  # one draw per step, row
         return self.run_loop(settings, (ops.convert_to_tensor(source_ids.astype("int32")), uniform,
                                         generation.numbers(temperature, p, length_penalty)), return_scores)
 
