@@ -47,11 +47,11 @@ def models(dry_run):
     if dry_run:
         vit = dict(image_size=16, patch_size=4, num_classes=10, dim=32, depth=1, num_heads=2, mlp_dim=64)
         text = dict(vocab_size=100, max_length=32, num_classes=2, dim=32, depth=1, num_heads=2, mlp_dim=64)
-        return {"ViT": (lambda: ViT(**vit), (8, 16, 16, 3)),
+        return {"ViT": (lambda: ViT.from_preset("tiny", **vit), (8, 16, 16, 3)),
                 "TextClassifier": (lambda: TextClassifier.from_preset("tiny", **text), (8, 32))}
     vit = dict(image_size=32, patch_size=4, num_classes=10, dim=384, depth=12, num_heads=6, mlp_dim=1536)
     text = dict(vocab_size=30522, max_length=256, num_classes=2, dim=384, depth=6, num_heads=12, mlp_dim=1536)
-    return {"ViT": (lambda: ViT(**vit), (128, 32, 32, 3)),
+    return {"ViT": (lambda: ViT.from_preset("tiny", **vit), (128, 32, 32, 3)),
             "TextClassifier": (lambda: TextClassifier.from_preset("tiny", **text), (32, 256))}
 
 

@@ -67,7 +67,7 @@ def main(argv=None):
     from keras_tfm.insight import visualize
     from keras_tfm.insight.attention_probe import attention_maps
     from keras_tfm.insight.attribution import occlusion_map
-    from keras_tfm.models import ViT
+    from keras_tfm.models import ViT, ViTBackbone
     from tests.insight.test_attribution import two_squares
 
     images, labels, _ = two_squares(args.samples, seed=0, size=args.image_size)
@@ -81,8 +81,8 @@ def main(argv=None):
     print(f"share of the patches on the squares: {squares.mean():.3f}")
     for pool in ("mean", "cls"):
         keras.utils.set_random_seed(0)
-        model = ViT(image_size=args.image_size, patch_size=4, num_classes=2, dim=48, depth=3, num_heads=4,
-                    mlp_dim=96, dropout=0.0, pool=pool)
+        model = ViT(ViTBackbone(image_size=args.image_size, patch_size=4, dim=48, depth=3, num_heads=4, mlp_dim=96,
+                                dropout=0.0, class_token=False), num_classes=2, dropout=0.0, pool=pool)
         model.compile_for_training(optimizer=keras.optimizers.Adam(1e-3))
         model.fit(images, labels, batch_size=64, epochs=args.epochs, verbose=0)
         accuracy = np.mean(model.predict(held_out, verbose=0).argmax(-1) == held_out_labels)

@@ -33,26 +33,17 @@ import timing  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_tfm.models import ViT  # noqa: E402
+from keras_tfm.models import ViT, ViTBackbone  # noqa: E402
 
 OURS = "keras_tfm.models.ViT"
 THEIRS = "keras_hub.models.ViTBackbone + Dense"
 
 
 def ours_vit(args):
-    return ViT(
-        image_size=args.image_size,
-        patch_size=args.patch_size,
-        num_classes=args.classes,
-        dim=args.dim,
-        depth=args.depth,
-        num_heads=args.heads,
-        mlp_dim=args.mlp_dim,
-        pool="cls",
-        position="learned",
-        rescale=False,  # keras-hub's backbone does not rescale either
-        name="keras_tfm_vit",
-    )
+    return ViT(ViTBackbone(image_size=args.image_size, patch_size=args.patch_size, dim=args.dim, depth=args.depth,
+                           num_heads=args.heads, mlp_dim=args.mlp_dim, position="learned",
+                           rescale=False),  # keras-hub's backbone does not rescale either
+               num_classes=args.classes, pool="cls", name="keras_tfm_vit")
 
 
 def keras_hub_vit(args):

@@ -27,7 +27,7 @@ from keras_tfm.models import *  # noqa: F403  (the names of keras_tfm.models.__a
 from keras_tfm.saving import load_model
 from keras_tfm.text import TextClassifierPipeline, Translator
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 # What `from keras_tfm import *` binds: the layers, the models, the few functions a user calls first, and the parts
 # a user works with (not `files`, whose short name would shadow the user's own).

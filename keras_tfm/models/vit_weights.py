@@ -242,33 +242,32 @@ def _load(model, path, skip_head, tensors=None):
     if getattr(model, "CHECKPOINT_FAMILY", None) != "vit":
         raise ValueError("`model` must be a keras_tfm.models.ViT or ViTBackbone. Received: model of type "
                          f"{type(model).__name__}")
-    # The [CLS] token: a ViT has one with pool="cls", a backbone with class_token=True.
-    argument, needed, spelled = (("class_token", True, "class_token=True") if hasattr(model, "class_token")
-                                 else ("pool", "cls", 'pool="cls"'))
-    if model.position != "learned" or getattr(model, argument) != needed:
+    backbone = getattr(model, "backbone", model)  # a ViT's sizes are its backbone's
+    if backbone.position != "learned" or not backbone.class_token:
         raise ValueError(
-            "Pretrained ViT checkpoints have a learned position table and a [CLS] token: build the model with "
-            f'position="learned", {spelled} (the "ViT-*" presets do). Received: position={model.position!r}, '
-            f"{argument}={getattr(model, argument)!r}"
+            "Pretrained ViT checkpoints have a learned position table and a [CLS] token: build the backbone with "
+            'position="learned", class_token=True (the "ViT-*" presets do). Received: '
+            f"position={backbone.position!r}, class_token={backbone.class_token!r}"
         )
-    if model.tokenizer != "linear" or model.locality:
+    if backbone.tokenizer != "linear" or backbone.locality:
         raise ValueError(
             "Pretrained ViT checkpoints have linear patch projections and plain attention: build the model with "
-            f'tokenizer="linear", locality=False. Received: tokenizer={model.tokenizer!r}, locality={model.locality!r}'
+            f'tokenizer="linear", locality=False. Received: tokenizer={backbone.tokenizer!r}, '
+            f"locality={backbone.locality!r}"
         )
     tensors = _read_checkpoint(path) if tensors is None else tensors
     scheme = _naming_scheme(tensors, path)
-    _check_sizes(model, tensors, scheme, path)
+    _check_sizes(backbone, tensors, scheme, path)
 
     weights = _model_weights(model)  # our name -> variable
     plan = dict(scheme.top)  # our name -> (checkpoint name, layout)
-    for i in range(model.depth):
+    for i in range(backbone.depth):
         prefix = scheme.block_prefix.format(i=i)
         plan.update({f"block_{i}/{ours}": (prefix + theirs, layout) for ours, (theirs, layout) in scheme.block.items()})
 
     # LayerScale vectors, one per branch and block, folded into the branch's output projection below.
     scales = {f"block_{i}/{ours}": scheme.block_prefix.format(i=i) + theirs
-              for i in range(model.depth) for ours, theirs in scheme.layer_scale.items()}
+              for i in range(backbone.depth) for ours, theirs in scheme.layer_scale.items()}
     scales = {ours: theirs for ours, theirs in scales.items() if theirs in tensors}
 
     drop_head = skip_head or not getattr(model, "include_top", False)  # a ViTBackbone has no head
@@ -285,9 +284,9 @@ def _load(model, path, skip_head, tensors=None):
         for m in mismatched_records]
 
     for ours, theirs in scales.items():
-        if tensors[theirs].shape != (model.dim,):
+        if tensors[theirs].shape != (backbone.dim,):
             mismatched.append(f"`{theirs}` has shape {tensors[theirs].shape} in the checkpoint; a LayerScale vector "
-                              f"of this model needs ({model.dim},)")
+                              f"of this model needs ({backbone.dim},)")
     used = {plan[name][0] for name in targets} | skipped | set(scales.values()) | set(scheme.ignored)
     unused = sorted(set(tensors) - used)
     problems = []
@@ -375,9 +374,9 @@ def _arguments(file, tensors):
     return arguments
 
 
-def from_checkpoint(cls, path, image_size, layout, kwargs):
-    """`ViT.from_pretrained` and `ViTBackbone.from_pretrained`: `cls` of the checkpoint's sizes, `layout` (the
-    pooling or [CLS] token), the caller's `kwargs`, loaded with a fresh head."""
+def from_checkpoint(cls, path, image_size, kwargs):
+    """`ViTBackbone.from_pretrained`: `cls` of the checkpoint's sizes (with its [CLS] token) and the caller's
+    `kwargs`, loaded."""
     file = checkpoint_file(path)
     tensors = _read_checkpoint(file)  # read once, for the sizes and for the weights
     arguments = _arguments(file, tensors)
@@ -391,13 +390,8 @@ def from_checkpoint(cls, path, image_size, layout, kwargs):
     arguments.update({name: kwargs.pop(name) for name in settable & set(kwargs)})
     if image_size is not None:
         arguments["image_size"] = image_size
-    model = cls(**arguments, **layout, tokenizer="linear", locality=False, **kwargs)
+    model = cls(**arguments, class_token=True, tokenizer="linear", locality=False, **kwargs)
     _load(model, file, skip_head=True, tensors=tensors)
-    if getattr(model, "include_top", False):
-        # The paper's fine-tuning head: zero-initialised, so training starts from uniform predictions instead of
-        # random logits of pretrained features (whose scale is large: DINOv2's reach +-10).
-        for variable in model.get_layer("head").weights:
-            variable.assign(ops.zeros(variable.shape, variable.dtype))
     return model
 
 

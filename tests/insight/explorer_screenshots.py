@@ -21,7 +21,7 @@ import numpy as np
 from keras_tfm.callbacks import AttentionMapCallback
 from keras_tfm.data import digits
 from keras_tfm.insight.attention_probe import attention_maps
-from keras_tfm.models import ViT
+from keras_tfm.models import ViT, ViTBackbone
 from tests.helpers import reverse_digits, small_reverser
 from tests.insight.browser import Browser, why_no_browser
 
@@ -64,7 +64,8 @@ def two_squares_page(folder):
     keras.utils.set_random_seed(0)
     images, labels, _ = two_squares(8000, seed=0)
     test_images, _, squares = two_squares(1, seed=1)
-    model = ViT(image_size=32, patch_size=4, num_classes=2, dim=64, depth=3, num_heads=4, mlp_dim=128, dropout=0.0)
+    model = ViT(ViTBackbone(image_size=32, patch_size=4, dim=64, depth=3, num_heads=4, mlp_dim=128, dropout=0.0),
+                num_classes=2, dropout=0.0)
     model.compile(optimizer=keras.optimizers.Adam(1e-3),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
     callback = AttentionMapCallback(test_images, os.path.join(folder, "two_squares"), kind="image", html=True)

@@ -10,15 +10,15 @@ from keras_tfm.callbacks import AttentionMapCallback, PositionEncodingPlot
 from keras_tfm.insight import visualize
 from keras_tfm.insight.attribution import occlusion_map
 from keras_tfm.insight.explorer import data_path
-from keras_tfm.models import TextClassifier, ViT
+from keras_tfm.models import TextClassifier, ViT, ViTBackbone
 from tests.helpers import padded_ids, reverse_digits, small_reverser
 from tests.insight.test_visualize import png_size
 
 
 def vit_and_data():
     keras.utils.set_random_seed(3)
-    model = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=2, num_heads=2, mlp_dim=32, dropout=0.1,
-                position="learned")
+    model = ViT(ViTBackbone(image_size=8, patch_size=4, dim=16, depth=2, num_heads=2, mlp_dim=32, dropout=0.1,
+                            position="learned"), num_classes=3, dropout=0.1)
     x = np.random.default_rng(0).integers(0, 256, (12, 8, 8, 3)).astype("uint8")
     return model, x, np.arange(12) % 3
 
@@ -179,8 +179,8 @@ def test_heads_pictures_show_the_first_sample_real_tokens(tmp_path, monkeypatch)
 def test_image_pictures_of_a_small_data_vit(tmp_path):
     """Conv stem, locality self-attention and sequence pooling: no [CLS] token, a masked diagonal."""
     keras.utils.set_random_seed(3)
-    model = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=2, num_heads=2, mlp_dim=32,
-                tokenizer="conv", locality=True, pool="sequence")
+    model = ViT(ViTBackbone(image_size=8, patch_size=4, dim=16, depth=2, num_heads=2, mlp_dim=32, tokenizer="conv",
+                            locality=True, class_token=False), num_classes=3, pool="sequence")
     x = np.random.default_rng(0).integers(0, 256, (8, 8, 8, 3)).astype("uint8")
     callback = AttentionMapCallback(x[:2], output_dir=tmp_path / "maps", save_arrays=True, html=True)
     fit(model, x, np.arange(8) % 3, [callback])

@@ -4,12 +4,12 @@ import pytest
 
 import keras_tfm
 from keras_tfm.insight.attention_probe import AttentionMap, as_records, query_key_tokens
-from keras_tfm.models import Seq2SeqTransformer, TextClassifier, ViT
+from keras_tfm.models import Seq2SeqTransformer, TextClassifier, ViT, ViTBackbone
 from tests.helpers import padded_ids, reverse_digits
 
 
 def test_vit_maps_have_one_entry_per_block():
-    model = ViT(image_size=16, patch_size=4, num_classes=3, dim=16, depth=3, num_heads=2, mlp_dim=32)
+    model = ViT(ViTBackbone(image_size=16, patch_size=4, dim=16, depth=3, num_heads=2, mlp_dim=32), num_classes=3)
     maps = keras_tfm.attention_maps(model, np.zeros((2, 16, 16, 3), "uint8"))
     assert list(maps) == ["block_0", "block_1", "block_2"]
     assert all(m.shape == (2, 2, 17, 17) for m in maps.values())
@@ -124,8 +124,8 @@ def test_iter_layers_finds_layers_in_lists_dicts_and_nested_models():
 
 
 def test_vit_maps_with_the_small_data_options():
-    model = ViT(image_size=16, patch_size=4, num_classes=3, dim=16, depth=2, num_heads=2, mlp_dim=32,
-                tokenizer="shifted", locality=True, pool="sequence")
+    model = ViT(ViTBackbone(image_size=16, patch_size=4, dim=16, depth=2, num_heads=2, mlp_dim=32, tokenizer="shifted",
+                            locality=True, class_token=False), num_classes=3, pool="sequence")
     maps = keras_tfm.attention_maps(model, np.zeros((2, 16, 16, 3), "uint8"))
     assert list(maps) == ["block_0", "block_1"] and maps["block_1"].shape == (2, 2, 16, 16)  # no [CLS] token
     np.testing.assert_allclose(maps["block_1"].sum(-1), 1.0, atol=1e-5)
@@ -155,7 +155,7 @@ def test_records_say_layer_kind_and_class_token_without_reading_names():
     pooled = TextClassifier.from_preset("tiny", vocab_size=30, max_length=16, dim=16, depth=1, num_heads=2, mlp_dim=32,
                                         pool="mean")
     assert keras_tfm.attention_maps(pooled, padded_ids([3], 5, 30)).records[0].prefix_tokens == 0
-    vit = ViT(image_size=16, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    vit = ViT(ViTBackbone(image_size=16, patch_size=4, dim=16, depth=1, num_heads=2, mlp_dim=32), num_classes=3)
     assert keras_tfm.attention_maps(vit, np.zeros((1, 16, 16, 3), "uint8")).records[0].prefix_tokens == 1
 
 

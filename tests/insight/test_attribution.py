@@ -8,7 +8,7 @@ import pytest
 from keras_tfm.insight import visualize
 from keras_tfm.insight.attention_probe import attention_maps
 from keras_tfm.insight.attribution import occlusion_map
-from keras_tfm.models import ViT
+from keras_tfm.models import ViT, ViTBackbone
 
 
 def _red_share_model():
@@ -68,8 +68,8 @@ def test_occlusion_finds_the_squares_a_pooled_vit_decides_by_where_its_rollout_d
     keras.utils.set_random_seed(0)
     images, labels, _ = two_squares(3000, seed=0)
     held_out, held_out_labels, squares = two_squares(32, seed=1)
-    model = ViT(image_size=16, patch_size=4, num_classes=2, dim=32, depth=2, num_heads=2, mlp_dim=64, dropout=0.0,
-                pool="mean")
+    model = ViT(ViTBackbone(image_size=16, patch_size=4, dim=32, depth=2, num_heads=2, mlp_dim=64, dropout=0.0,
+                            class_token=False), num_classes=2, dropout=0.0, pool="mean")
     model.compile_for_training(optimizer=keras.optimizers.Adam(2e-3))
     model.fit(images, labels, batch_size=64, epochs=6, verbose=0)
     accuracy = np.mean(model.predict(held_out, verbose=0).argmax(-1) == held_out_labels)

@@ -21,7 +21,7 @@ from keras_tfm.insight.attention_probe import AttentionMap, AttentionMaps, atten
 from keras_tfm.layers.walk import iter_layers
 from keras_tfm.insight.explorer import AttentionHistory, attention_html, data_path, save_attention_html, show_attention
 from keras_tfm.insight.explorer._page import SCRIPT_FILES, read_part
-from keras_tfm.models import TextClassifier, ViT
+from keras_tfm.models import TextClassifier, ViT, ViTBackbone
 from tests.helpers import padded_ids, reverse_digits, small_reverser
 from tests.insight.browser import Browser, png_pixels, why_no_browser
 
@@ -85,8 +85,8 @@ def seq2seq_case():
 @pytest.fixture(scope="module")
 def vit_case():
     keras.utils.set_random_seed(7)
-    model = sharpen(ViT(image_size=8, patch_size=2, num_classes=3, dim=16, depth=2, num_heads=2, mlp_dim=32,
-                        dropout=0.0))
+    model = sharpen(ViT(ViTBackbone(image_size=8, patch_size=2, dim=16, depth=2, num_heads=2, mlp_dim=32, dropout=0.0),
+                        num_classes=3, dropout=0.0))
     image = np.random.default_rng(0).integers(0, 256, (8, 8, 3)).astype("uint8")
     return attention_maps(model, image[None]), image
 
@@ -318,7 +318,7 @@ def test_show_attention_uses_ipython_only_when_there(monkeypatch, text_case):
 
 def test_callback_keeps_one_page_with_every_drawn_epoch(tmp_path):
     keras.utils.set_random_seed(8)
-    model = ViT(image_size=8, patch_size=4, num_classes=2, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    model = ViT(ViTBackbone(image_size=8, patch_size=4, dim=16, depth=1, num_heads=2, mlp_dim=32), num_classes=2)
     x = np.random.default_rng(1).integers(0, 256, (8, 8, 8, 3)).astype("uint8")
     callback = AttentionMapCallback(x[:2], output_dir=tmp_path, html=True)
     model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -550,8 +550,8 @@ def test_image_view_overlay_follows_head_patch_and_rollout(browser, vit_case, tm
 
 def test_image_view_without_class_token_averages_over_the_patches(browser, tmp_path):
     keras.utils.set_random_seed(11)
-    model = sharpen(ViT(image_size=8, patch_size=2, num_classes=2, dim=16, depth=1, num_heads=2, mlp_dim=32,
-                        pool="mean", dropout=0.0))
+    model = sharpen(ViT(ViTBackbone(image_size=8, patch_size=2, dim=16, depth=1, num_heads=2, mlp_dim=32, dropout=0.0,
+                                    class_token=False), num_classes=2, pool="mean", dropout=0.0))
     image = np.random.default_rng(1).integers(0, 256, (8, 8, 3)).astype("uint8")
     maps = attention_maps(model, image[None])
     page = browser.open(attention_html(maps, image=image), tmp_path / "gap.html")
@@ -568,7 +568,8 @@ def test_image_view_without_class_token_averages_over_the_patches(browser, tmp_p
 
 def test_a_pooled_vits_page_opens_on_each_frames_occlusion_map(browser, tmp_path):
     keras.utils.set_random_seed(11)
-    model = ViT(image_size=8, patch_size=2, num_classes=2, dim=16, depth=1, num_heads=2, mlp_dim=32, pool="mean")
+    model = ViT(ViTBackbone(image_size=8, patch_size=2, dim=16, depth=1, num_heads=2, mlp_dim=32, class_token=False),
+                num_classes=2, pool="mean")
     image = np.random.default_rng(1).integers(0, 256, (8, 8, 3)).astype("uint8")
     maps = attention_maps(model, image[None])
     first, second = np.zeros((4, 4)), np.zeros((4, 4))

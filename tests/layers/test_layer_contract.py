@@ -249,7 +249,8 @@ def test_old_argument_names_still_work_with_a_warning(make, old, new):
     (lambda **kw: keras_tfm.MultiHeadAttention(2, **kw), "use_bias"),
     (lambda **kw: keras_tfm.PatchEmbedding(4, 8, **kw), "class_token"),
     (lambda **kw: keras_tfm.TokenEmbedding(10, 8, **kw), "mask_zero"),
-    (lambda **kw: keras_tfm.ViT(image_size=8, patch_size=4, dim=8, depth=1, num_heads=2, mlp_dim=8, **kw), "locality"),
+    (lambda **kw: keras_tfm.ViTBackbone(image_size=8, patch_size=4, dim=8, depth=1, num_heads=2, mlp_dim=8, **kw),
+     "locality"),
     (lambda **kw: keras_tfm.TextClassifier.from_preset("tiny", vocab_size=10, max_length=4, dim=8, depth=1, num_heads=2,
                                                        mlp_dim=8, **kw), "norm_first"),
     (lambda **kw: keras_tfm.Seq2SeqTransformer(10, 10, dim=8, encoder_depth=1, decoder_depth=1, num_heads=2,
@@ -262,9 +263,9 @@ def test_boolean_arguments_take_only_booleans(build, name):
 
 
 def test_rescale_takes_a_boolean_or_imagenet():
-    make = lambda rescale: keras_tfm.ViT(image_size=8, patch_size=4, dim=8, depth=1, num_heads=2, mlp_dim=8,
-                                         rescale=rescale)
+    make = lambda rescale: keras_tfm.ViT(keras_tfm.ViTBackbone(image_size=8, patch_size=4, dim=8, depth=1, num_heads=2,
+                                                               mlp_dim=8, rescale=rescale))
     expected = r"`rescale` must be one of \[True, False, 'imagenet'\]. Received: rescale='yes'"
     with pytest.raises(ValueError, match=expected):
         make("yes")
-    assert make("imagenet").rescale == "imagenet" and make(False).rescale is False
+    assert make("imagenet").backbone.rescale == "imagenet" and make(False).backbone.rescale is False

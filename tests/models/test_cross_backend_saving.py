@@ -28,7 +28,7 @@ def tiny_models():
     ids = padded_ids([5, 8, 3], 8)
     tiny = dict(dim=16, num_heads=2, mlp_dim=32)
     return {
-        "ViT": (ViT(image_size=8, patch_size=4, num_classes=3, depth=1, **tiny), images),
+        "ViT": (ViT.from_preset("tiny", image_size=8, patch_size=4, num_classes=3, depth=1, **tiny), images),
         "TextClassifier": (TextClassifier.from_preset("tiny", vocab_size=20, max_length=16, depth=1, **tiny), ids),
         "Seq2SeqTransformer": (
             Seq2SeqTransformer(20, 20, encoder_depth=1, decoder_depth=1, max_length=8, **tiny),

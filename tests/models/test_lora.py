@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import keras_tfm
-from keras_tfm.models import TextClassifier, TextEncoder, ViT
+from keras_tfm.models import TextClassifier, TextEncoder, ViT, ViTBackbone
 
 
 def small_classifier():
@@ -50,7 +50,7 @@ def test_lora_on_a_backbone_and_a_vit_and_bad_arguments():
     encoder = TextEncoder(vocab_size=30, max_length=10, dim=16, depth=1, num_heads=2, mlp_dim=32)
     encoder.enable_lora(2, targets=("query", "key", "value", "output"))
     assert all("lora_kernel" in v.path or v.path.endswith("/bias") for v in encoder.trainable_weights)
-    vit = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    vit = ViT(ViTBackbone(image_size=8, patch_size=4, dim=16, depth=1, num_heads=2, mlp_dim=32), num_classes=3)
     vit.enable_lora(2)
     assert any(v.path.startswith("head/") for v in vit.trainable_weights)
     with pytest.raises(ValueError, match="rank.*Received: rank=0"):
@@ -90,7 +90,7 @@ def test_frozen_lower_blocks_stay_as_they_were_and_the_upper_ones_learn():
     model.freeze_lower_blocks(2)
     assert [layer.name for layer in model.encoder.layers if layer.trainable_weights] == ["encoder_norm"]
     assert [layer.name for layer in model.layers if layer.trainable_weights] == ["encoder", "head"]
-    vit = ViT(image_size=8, patch_size=4, num_classes=2, dim=8, depth=2, num_heads=2, mlp_dim=16)
+    vit = ViT(ViTBackbone(image_size=8, patch_size=4, dim=8, depth=2, num_heads=2, mlp_dim=16), num_classes=2)
     vit.freeze_lower_blocks(1)
     assert not vit.get_layer("patch_embedding").trainable and vit.get_layer("block_1").trainable
     for bad in (3, -1, 1.0, True):

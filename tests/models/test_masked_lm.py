@@ -129,10 +129,10 @@ def test_out_of_range_ids_are_a_clear_error_in_fit():
 
 
 def every_model():
-    from keras_tfm.models import Seq2SeqTransformer, TransformerLM, ViT
+    from keras_tfm.models import Seq2SeqTransformer, TransformerLM, ViT, ViTBackbone
 
-    yield ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32,
-              position="learned", pool="cls")
+    yield ViT(ViTBackbone(image_size=8, patch_size=4, dim=16, depth=1, num_heads=2, mlp_dim=32, position="learned"),
+              num_classes=3, pool="cls")
     yield TextClassifier.from_preset("tiny", vocab_size=20, max_length=8, dim=16, depth=1, num_heads=2, mlp_dim=32,
                                      pool="cls", position="learned")
     yield Seq2SeqTransformer(20, 20, dim=16, encoder_depth=1, decoder_depth=1, num_heads=2, mlp_dim=32,

@@ -4,12 +4,12 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tfm.models import Seq2SeqTransformer, TextClassifier, ViT
+from keras_tfm.models import Seq2SeqTransformer, TextClassifier, ViT, ViTBackbone
 from tests.helpers import padded_ids, to_numpy
 
 
 def vit():
-    model = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32)
+    model = ViT(ViTBackbone(image_size=8, patch_size=4, dim=16, depth=1, num_heads=2, mlp_dim=32), num_classes=3)
     return model, np.random.default_rng(0).integers(0, 256, (4, 8, 8, 3)).astype("uint8"), np.arange(4) % 3
 
 
@@ -26,14 +26,14 @@ def seq2seq():
 
 def small_data_vit():
     """The small-data options: a convolutional stem, locality self-attention and sequence pooling."""
-    model = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32, tokenizer="conv",
-                locality=True, pool="sequence")
+    model = ViT(ViTBackbone(image_size=8, patch_size=4, dim=16, depth=1, num_heads=2, mlp_dim=32, tokenizer="conv",
+                            locality=True, class_token=False), num_classes=3, pool="sequence")
     return model, np.random.default_rng(0).integers(0, 256, (4, 8, 8, 3)).astype("uint8"), np.arange(4) % 3
 
 
 def shifted_patch_vit():
-    model = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32,
-                tokenizer="shifted", position="learned")
+    model = ViT(ViTBackbone(image_size=8, patch_size=4, dim=16, depth=1, num_heads=2, mlp_dim=32, tokenizer="shifted",
+                            position="learned"), num_classes=3)
     return model, np.random.default_rng(0).integers(0, 256, (4, 8, 8, 3)).astype("uint8"), np.arange(4) % 3
 
 
@@ -133,7 +133,7 @@ def test_fit_traces_the_training_step_once(name):
     "build, misspelled, meant",
     [
         (lambda **kw: ViT.from_preset("tiny", **kw), {"num_class": 10}, "num_classes"),
-        (lambda **kw: ViT(**kw), {"num_class": 10}, "num_classes"),
+        (lambda **kw: ViT(ViTBackbone.from_preset("tiny"), **kw), {"num_class": 10}, "num_classes"),
         (lambda **kw: TextClassifier.from_preset("tiny", vocab_size=20, max_length=8, **kw), {"dropuot": 0.3},
                                                  "dropout"),
         (lambda **kw: Seq2SeqTransformer(20, 20, **kw), {"max_lenght": 8}, "max_length"),
@@ -159,7 +159,8 @@ def test_get_config_is_the_constructor_arguments_and_round_trips(name):
 
 def test_vit_pool_gap_is_the_old_name_of_mean():
     with pytest.warns(FutureWarning, match='pool="gap" is deprecated, use pool="mean"'):
-        model = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32, pool="gap")
+        model = ViT(ViTBackbone(image_size=8, patch_size=4, dim=16, depth=1, num_heads=2, mlp_dim=32,
+                                class_token=False), num_classes=3, pool="gap")
     assert model.pool == "mean" and model.get_config()["pool"] == "mean"
 
 
@@ -182,8 +183,8 @@ def test_keras_files_saved_with_the_old_names_still_load(tmp_path):
     from keras_tfm.layers import FeedForward, MultiHeadAttention
 
     images = keras.Input((8, 8, 3))
-    vit_model = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32, pool="mean",
-                    name="inner_vit")
+    vit_model = ViT(ViTBackbone(image_size=8, patch_size=4, dim=16, depth=1, num_heads=2, mlp_dim=32,
+                                class_token=False), num_classes=3, pool="mean", name="inner_vit")
     tokens = keras.Input((5, 16))
     mixed = FeedForward(mlp_dim=24, name="ffn")(MultiHeadAttention(2, attention_scale=0.3, name="mha")(tokens))
     model = keras.Model([images, tokens], [vit_model(images), mixed])

@@ -9,7 +9,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tfm.models import Seq2SeqTransformer, TextClassifier, TextEncoder, TransformerLM, ViT
+from keras_tfm.models import Seq2SeqTransformer, TextClassifier, TextEncoder, TransformerLM, ViT, ViTBackbone
 from tests.helpers import to_numpy
 
 pytestmark = pytest.mark.tensorflow_only(reason="argument checks and presets: plain Python")
@@ -17,7 +17,8 @@ pytestmark = pytest.mark.tensorflow_only(reason="argument checks and presets: pl
 IDS = np.array([[3, 5, 7, 2, 0, 0, 0, 0]], "int32")
 # (class, constructor arguments, the new name, a value other than its default, an input)
 CASES = {
-    "ViT": (ViT, dict(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32),
+    "ViT": (ViT, dict(backbone=ViTBackbone(image_size=8, patch_size=4, dim=16, depth=1, num_heads=2, mlp_dim=32),
+                      num_classes=3),
             "head_activation", "softmax", np.random.default_rng(0).uniform(0, 255, (1, 8, 8, 3)).astype("float32")),
     "TextClassifier": (TextClassifier, dict(encoder=TextEncoder(vocab_size=20, max_length=8, dim=16, depth=1,
                                                                 num_heads=2, mlp_dim=32)),
@@ -64,7 +65,7 @@ def test_the_old_keyword_still_works_with_a_warning_naming_the_new_one(name):
 def test_the_mlp_activation_reaches_the_blocks_and_the_head_activation_the_head():
     lm = TransformerLM(vocab_size=20, dim=16, depth=1, num_heads=2, mlp_dim=32, max_length=8, mlp_activation="relu")
     assert lm.get_layer("block_0").activation is keras.activations.relu
-    vit = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32,
+    vit = ViT(ViTBackbone(image_size=8, patch_size=4, dim=16, depth=1, num_heads=2, mlp_dim=32), num_classes=3,
               head_activation="softmax")
     assert vit.get_layer("head").activation is keras.activations.softmax
     assert vit.get_layer("block_0").activation is keras.activations.gelu  # the MLP keeps its own default

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from keras_tfm.models import ViT, load_vit_weights
+from keras_tfm.models import ViT, ViTBackbone, load_vit_weights
 from keras_tfm.models._safetensors import read_safetensors
 
 pytestmark = pytest.mark.tensorflow_only(reason="file parsing: plain Python and NumPy")
@@ -47,7 +47,7 @@ def test_a_file_that_is_not_a_complete_safetensors_file_is_named(tmp_path, conte
     message = rf"{re.escape(str(path))} is not a readable safetensors file \(not one, or cut short\)"
     with pytest.raises(ValueError, match=message):
         read_safetensors(path)
-    model = ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32,
-                position="learned")
+    model = ViT(ViTBackbone(image_size=8, patch_size=4, dim=16, depth=1, num_heads=2, mlp_dim=32, position="learned"),
+                num_classes=3)
     with pytest.raises(ValueError, match=message):
         load_vit_weights(model, path)

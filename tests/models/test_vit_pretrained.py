@@ -67,7 +67,7 @@ def test_dinov2_folder_matches_transformers_dinov2(tmp_path):
 def test_from_pretrained_puts_a_zero_head_and_resamples_to_the_image_size(tmp_path):
     write_dinov2(tmp_path)
     model = ViT.from_pretrained(tmp_path, num_classes=3, image_size=2 * IMAGE)
-    assert (model.image_size, model.num_classes, model.rescale) == (2 * IMAGE, 3, "imagenet")
+    assert (model.image_size, model.num_classes, model.backbone.rescale) == (2 * IMAGE, 3, "imagenet")
     assert model.get_layer("patch_embedding").position_embeddings.shape == (1 + (2 * IMAGE // PATCH) ** 2, DIM)
     logits = model.predict(images(2 * IMAGE), verbose=0)
     np.testing.assert_array_equal(logits, np.zeros_like(logits))  # the paper's zero-initialised head
@@ -82,8 +82,8 @@ def test_layer_scale_must_fit_the_model(tmp_path):
     tensors = load_file(tmp_path / "model.safetensors")
     tensors["encoder.layer.0.layer_scale1.lambda1"] = np.ones(DIM + 1, "float32")
     save_file(tensors, tmp_path / "model.safetensors")
-    model = ViT(image_size=IMAGE, patch_size=PATCH, dim=DIM, depth=DEPTH, num_heads=HEADS, mlp_dim=MLP,
-                position="learned", include_top=False)
+    model = ViT(ViTBackbone(image_size=IMAGE, patch_size=PATCH, dim=DIM, depth=DEPTH, num_heads=HEADS, mlp_dim=MLP,
+                            position="learned"), include_top=False)
     with pytest.raises(ValueError, match=r"layer_scale1\.lambda1` has shape \(17,\).*needs \(16,\)"):
         load_vit_weights(model, tmp_path)
 
@@ -111,10 +111,9 @@ def test_timm_files_build_their_own_shape_and_match_the_numpy_vit(tmp_path, suff
 
 
 def test_imagenet_rescaling_is_imagenets_mean_and_std_and_round_trips(tmp_path):
-    sizes = dict(image_size=IMAGE, patch_size=PATCH, dim=DIM, depth=1, num_heads=HEADS, mlp_dim=MLP,
-                 num_classes=CLASSES)
-    normalising = ViT(rescale="imagenet", **sizes)
-    plain = ViT(rescale=False, **sizes)
+    sizes = dict(image_size=IMAGE, patch_size=PATCH, dim=DIM, depth=1, num_heads=HEADS, mlp_dim=MLP)
+    normalising = ViT(ViTBackbone(rescale="imagenet", **sizes), num_classes=CLASSES)
+    plain = ViT(ViTBackbone(rescale=False, **sizes), num_classes=CLASSES)
     plain.set_weights(normalising.get_weights())
     x = images()
     expected = plain.predict(imagenet_normalised(x).transpose(0, 2, 3, 1), verbose=0)
@@ -122,11 +121,11 @@ def test_imagenet_rescaling_is_imagenets_mean_and_std_and_round_trips(tmp_path):
     path = tmp_path / "vit.keras"
     normalising.save(path)
     loaded = keras.saving.load_model(path)
-    assert loaded.rescale == "imagenet"
+    assert loaded.backbone.rescale == "imagenet"
     np.testing.assert_array_equal(loaded.predict(x, verbose=0), normalising.predict(x, verbose=0))
     with pytest.raises(ValueError, match=r"`rescale` must be one of \[True, False, 'imagenet'\]. Received: "
                                          r"rescale='imagenet21k'"):
-        ViT(rescale="imagenet21k", **sizes)
+        ViTBackbone(rescale="imagenet21k", **sizes)
 
 
 @pytest.mark.parametrize("name, content, message", [
@@ -153,8 +152,8 @@ def test_a_folder_without_weights_is_named(tmp_path):
 def test_frozen_blocks_stay_frozen_in_a_saved_model_and_its_optimizer_loads(tmp_path):
     import warnings
 
-    model = ViT(image_size=IMAGE, patch_size=PATCH, dim=DIM, depth=DEPTH, num_heads=HEADS, mlp_dim=MLP,
-                num_classes=CLASSES, position="learned")
+    model = ViT(ViTBackbone(image_size=IMAGE, patch_size=PATCH, dim=DIM, depth=DEPTH, num_heads=HEADS, mlp_dim=MLP,
+                            position="learned"), num_classes=CLASSES)
     model.freeze_lower_blocks(1)
     model.compile_for_training()
     x, y = images(batch=4), np.arange(4) % CLASSES

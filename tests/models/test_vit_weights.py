@@ -20,12 +20,10 @@ HEAD_DIM = DIM // HEADS
 GRID = IMAGE // PATCH
 
 
-def vit(**overrides):
-    config = dict(
-        image_size=IMAGE, patch_size=PATCH, num_classes=CLASSES, dim=DIM, depth=DEPTH, num_heads=HEADS,
-        mlp_dim=MLP, position="learned", pool="cls",
-    )
-    return ViT(**{**config, **overrides})
+def vit(num_classes=CLASSES, include_top=True, **overrides):
+    config = dict(image_size=IMAGE, patch_size=PATCH, dim=DIM, depth=DEPTH, num_heads=HEADS, mlp_dim=MLP,
+                  position="learned")
+    return ViT(ViTBackbone(**{**config, **overrides}), num_classes=num_classes, include_top=include_top)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -239,7 +237,7 @@ def test_bare_huggingface_model_loads_into_a_model_without_top(tmp_path):
 
 def test_a_backbone_takes_the_checkpoints_trunk_for_a_head_of_ones_own(tmp_path):
     """`ViTBackbone` (the trunk alone) loads a classifier's checkpoint, its head ignored: its [CLS] state is the
-    reference ViT's pre-head feature, and `from_vit` copies the same trunk out of a loaded ViT."""
+    reference ViT's pre-head feature; a ViT on a loaded backbone classifies with the same states."""
     params = random_parameters()
     path = save(tmp_path, "timm", timm_tensors(params))
     backbone = ViTBackbone(image_size=IMAGE, patch_size=PATCH, dim=DIM, depth=DEPTH, num_heads=HEADS, mlp_dim=MLP,
@@ -249,8 +247,8 @@ def test_a_backbone_takes_the_checkpoints_trunk_for_a_head_of_ones_own(tmp_path)
     states = to_numpy(backbone.predict(x, verbose=0))  # (batch, 1 + patches, dim)
     assert states.shape == (2, 1 + (IMAGE // PATCH) ** 2, DIM)
     np.testing.assert_allclose(states[:, 0], reference_vit(x, params, False), atol=1e-4, rtol=1e-4)
-    copied = ViTBackbone.from_vit(load_vit_weights(vit(), path))
-    np.testing.assert_array_equal(to_numpy(copied.predict(x, verbose=0)), states)
+    classifier = load_vit_weights(vit(), path)
+    np.testing.assert_array_equal(to_numpy(classifier.backbone.predict(x, verbose=0)), states)
     with pytest.raises(ValueError, match=r'position="learned", class_token=True \(the "ViT-\*" presets do\)'):
         load_vit_weights(ViTBackbone(image_size=IMAGE, patch_size=PATCH, dim=DIM, depth=DEPTH, num_heads=HEADS,
                                      mlp_dim=MLP, position="learned", class_token=False), path)
@@ -349,10 +347,11 @@ def test_width_mismatch_is_read_from_the_class_token(tmp_path):
         load_vit_weights(vit(), save(tmp_path, "timm", tensors))
 
 
-@pytest.mark.parametrize("overrides", [{"position": "sincos2d"}, {"pool": "mean"}])
+@pytest.mark.parametrize("overrides", [{"position": "sincos2d"}, {"class_token": False}])
 def test_models_without_learned_positions_and_cls_token_are_refused(tmp_path, overrides):
     path = save(tmp_path, "original", original_tensors(random_parameters()))
-    with pytest.raises(ValueError, match=r'build the model with position="learned", pool="cls" \(the "ViT-\*" presets'):
+    expected = r'build the backbone with position="learned", class_token=True \(the "ViT-\*"'
+    with pytest.raises(ValueError, match=expected):
         load_vit_weights(vit(**overrides), path)
 
 
@@ -384,10 +383,10 @@ def test_vit_presets_are_built_to_take_checkpoints_as_they_are(tmp_path):
     sizes = dict(image_size=IMAGE, patch_size=PATCH, num_classes=CLASSES, dim=DIM, depth=DEPTH, num_heads=HEADS,
                  mlp_dim=MLP)
     model = ViT.from_preset("ViT-B/16", **sizes)  # the preset's layout, small sizes
-    assert (model.position, model.pool) == ("learned", "cls")
+    assert (model.backbone.position, model.pool) == ("learned", "cls")
     load_vit_weights(model, save(tmp_path, "original", original_tensors(params)))
     x = images()
     np.testing.assert_allclose(model.predict(x, verbose=0), reference_vit(x, params), atol=1e-4, rtol=1e-4)
     assert all(VIT_PRESETS[name]["position"] == "learned" and VIT_PRESETS[name]["pool"] == "cls"
                for name in VIT_PRESETS if name.startswith("ViT-"))
-    assert ViT.from_preset("tiny").position == "sincos2d"  # the from-scratch sizes keep the default
+    assert ViT.from_preset("tiny").backbone.position == "sincos2d"  # the from-scratch sizes keep the default

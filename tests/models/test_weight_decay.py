@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tfm.models import MaskedLanguageModel, Seq2SeqTransformer, TextClassifier, TransformerLM, ViT
+from keras_tfm.models import MaskedLanguageModel, Seq2SeqTransformer, TextClassifier, TransformerLM, ViT, ViTBackbone
 from tests.helpers import to_numpy
 
 pytestmark = pytest.mark.tensorflow_only(reason=(
@@ -14,8 +14,8 @@ pytestmark = pytest.mark.tensorflow_only(reason=(
 
 
 def vit():
-    return ViT(image_size=8, patch_size=4, num_classes=3, dim=16, depth=1, num_heads=2, mlp_dim=32,
-               position="learned", locality=True)
+    return ViT(ViTBackbone(image_size=8, patch_size=4, dim=16, depth=1, num_heads=2, mlp_dim=32, position="learned",
+                           locality=True), num_classes=3)
 
 
 def text_classifier():
