@@ -82,7 +82,7 @@ def main(argv=None):
     for pool in ("mean", "cls"):
         keras.utils.set_random_seed(0)
         model = ViT(ViTBackbone(image_size=args.image_size, patch_size=4, dim=48, depth=3, num_heads=4, mlp_dim=96,
-                                dropout=0.0, class_token=False), num_classes=2, dropout=0.0, pool=pool)
+                                dropout=0.0, class_token=pool == "cls"), num_classes=2, dropout=0.0, pool=pool)
         model.compile_for_training(optimizer=keras.optimizers.Adam(1e-3))
         model.fit(images, labels, batch_size=64, epochs=args.epochs, verbose=0)
         accuracy = np.mean(model.predict(held_out, verbose=0).argmax(-1) == held_out_labels)
