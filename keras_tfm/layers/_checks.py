@@ -108,19 +108,20 @@ def layer_keywords():
 
 
 def known_keywords(owner, kwargs, accepted, signature_of=None):
-    """A TypeError for the first keyword in `kwargs` that `owner` (a class) does not take, naming the closest
-    valid one: `ViT(num_class=10)` must fail, not build a 1000-class model. The valid names are `accepted` plus
-    the parameters of `signature_of.__init__` (default: `owner`'s)."""
+    """A TypeError for the first keyword in `kwargs` that `owner` (a class, or a method such as
+    `Seq2SeqTransformer.generate`) does not take, naming the closest valid one: `ViT(num_class=10)` must fail, not
+    build a 1000-class model. The valid names are `accepted` plus the parameters of `signature_of` (default:
+    `owner`; a class's are those of its `__init__`)."""
+    target = signature_of or owner
     for name in kwargs:
         if name in accepted:
             continue
-        valid = sorted(
-            ({p for p in inspect.signature((signature_of or owner).__init__).parameters if p not in ("self", "kwargs")} | set(accepted))
-        )
+        parameters = inspect.signature(target.__init__ if isinstance(target, type) else target).parameters
+        valid = sorted({p for p in parameters if p not in ("self", "kwargs")} | set(accepted))
         close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
         hint = f" Did you mean `{close[0]}`?" if close else ""
         raise TypeError(
-            f"{owner.__name__} got an unexpected keyword argument `{name}` (= {kwargs[name]!r}).{hint} "
+            f"{owner.__qualname__} got an unexpected keyword argument `{name}` (= {kwargs[name]!r}).{hint} "
             f"Valid arguments: {', '.join(valid)}."
         )
 

@@ -9,8 +9,6 @@ Generation: the encoder runs once; then one token at a time, the decoder embeds 
 attends over a key/value cache of the earlier ones, inside a compiled loop.
 """
 
-import inspect
-
 import keras
 from keras import ops
 
@@ -263,11 +261,7 @@ class Seq2SeqTransformer(generation.GenerationMixin, PresetModel, keras.Model):
         """
         max_new_tokens = _checks.renamed("Seq2SeqTransformer.generate", kwargs, "max_length", "max_new_tokens",
                                          max_new_tokens)
-        if kwargs:
-            name, value = next(iter(kwargs.items()))
-            valid = [p for p in inspect.signature(type(self).generate).parameters if p not in ("self", "kwargs")]
-            raise TypeError(f"Seq2SeqTransformer.generate got an unexpected keyword argument `{name}` (= {value!r}). "
-                            f"Valid arguments: {', '.join(valid)}.")
+        _checks.known_keywords(Seq2SeqTransformer.generate, kwargs, ())
         max_new_tokens = self.max_length if max_new_tokens is None else max_new_tokens
         self.check_decoding(strategy, num_beams, k, p, temperature, use_cache)
         _checks.positive_int("max_new_tokens", max_new_tokens)

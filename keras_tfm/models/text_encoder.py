@@ -25,7 +25,6 @@ from keras_tfm.layers.dropout import Dropout
 from keras_tfm.models import text_weights
 from keras_tfm.models._base import PresetModel
 from keras_tfm.models._lora import ParameterEfficient
-from keras_tfm.models._config import freeze_layers
 from keras_tfm.presets import TEXT_CLASSIFIER_PRESETS, resolve_preset
 
 INPUT_NAMES = ("token_ids", "padding_mask", "segment_ids")
@@ -308,10 +307,9 @@ class TextTask:
 
     @classmethod
     def from_config(cls, config):
-        # A 0.1 task built its encoder as its preset does now (the classifier: a [CLS] token for "cls" pooling).
-        config = dict(config)
-        frozen = config.pop("frozen_layers", ())
-        return freeze_layers(cls(**cls.config_of_0_1(config, **cls.preset_encoder_arguments(config))), frozen)
+        # A 0.1 task built its encoder as its preset does now (the classifier: a [CLS] token for "cls" pooling);
+        # then PresetMixin's from_config, which freezes the frozen layers again.
+        return super().from_config(cls.config_of_0_1(config, **cls.preset_encoder_arguments(config)))
 
     @classmethod
     def config_of_0_1(cls, config, class_token=False):

@@ -23,7 +23,6 @@ from keras_tfm.layers import _checks
 from keras_tfm.layers.dropout import Dropout
 from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel, compile_classifier
-from keras_tfm.models._config import freeze_layers
 from keras_tfm.models._lora import ParameterEfficient
 from keras_tfm.presets import VIT_PRESETS, resolve_preset
 from keras_tfm.models import vit_weights
@@ -322,11 +321,9 @@ class ViT(ParameterEfficient, PresetModel, keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
-        frozen = config.pop("frozen_layers", ())
         if config.get("backbone") is None:  # saved before 0.4: the backbone's sizes among the ViT's arguments
             config = _split_sizes(config)
-        return freeze_layers(cls(**config), frozen)
+        return super().from_config(config)  # PresetMixin's: the frozen layers frozen again
 
     def compile_for_training(self, optimizer=None, label_smoothing=0.0, **kwargs):
         """`compile` for sparse integer labels: cross-entropy and accuracy.
