@@ -1,9 +1,10 @@
 """What the in-`fit` checks of token ids and labels cost per training step, side by side in one process.
 
-A ready model's `fit` on a `tf.data` pipeline maps a check onto every batch (`keras_tfm.models._data_checks`):
-two reductions per id or label tensor and an assertion, in the pipeline's threads. This trains the same model on
+A ready model's `fit` on a `tf.data` pipeline maps its `data_checks` onto every batch
+(`keras_tfm.checks.DataChecks.pipeline`): two reductions per id or label tensor and a `tf.cond`, in the pipeline's
+threads (Python runs only for a bad batch). This trains the same model on
 the same pipeline with the check (`checked`: `model.fit` as users call it) and without it (`unchecked`: the same
-call with `_data_checks.checked` replaced by the identity for the run), in alternating rounds (ABAB after one
+call with `DataChecks.pipeline` replaced by the identity for the run), in alternating rounds (ABAB after one
 warm-up round each); one epoch of `--steps` batches per round, timed from the epoch's start to its end. The
 smallest recipe models are the worst case: the cheaper the step, the larger the check's share. On two busy cores
 the step times move by a few percent from round to round, so the table also gives the pipeline alone (drawing
@@ -41,7 +42,8 @@ import tensorflow as tf  # noqa: E402
 
 from keras_tfm.data import digits  # noqa: E402
 from keras_tfm.layers import EncoderBlock, TokenEmbedding  # noqa: E402
-from keras_tfm.models import Seq2SeqTransformer, TextClassifier, _data_checks  # noqa: E402
+from keras_tfm import checks  # noqa: E402
+from keras_tfm.models import Seq2SeqTransformer, TextClassifier  # noqa: E402
 
 
 class EpochTimer(keras.callbacks.Callback):
@@ -75,19 +77,19 @@ SETUPS = {"imdb tiny": imdb_setup, "reverse_digits tiny": reverse_digits_setup}
 
 def epoch_seconds(model, dataset, checked):
     timer = EpochTimer()
-    original = _data_checks.checked
+    original = checks.DataChecks.pipeline
     if not checked:
-        _data_checks.checked = lambda model, data: data
+        checks.DataChecks.pipeline = lambda self, data: data
     try:
         model.fit(dataset, epochs=1, verbose=0, callbacks=[timer])
     finally:
-        _data_checks.checked = original
+        checks.DataChecks.pipeline = original
     return timer.seconds
 
 
 def pipeline_microseconds(model, dataset, checked, repeats=5):
     """Microseconds per batch to draw the whole pipeline (no training): what the check itself adds per batch."""
-    data = _data_checks.checked(model, dataset) if checked else dataset
+    data = model.data_checks.pipeline(dataset) if checked else dataset
     best = float("inf")
     for _ in range(repeats):
         started, batches = time.perf_counter(), 0
@@ -112,15 +114,13 @@ def own_model(check_ids, vocab=20000, length=256, dim=64):
 def check_alone_microseconds(batch=64, length=256, vocab=20000, repeats=300):
     """Microseconds per call of a compiled function of one batch of ids, without and with the in-step check
     (best of `repeats`): the check's own cost, which the step times above cannot resolve."""
-    from keras_tfm.layers import _checks
-
     ids = keras.ops.convert_to_tensor(np.random.default_rng(0).integers(1, vocab, (batch, length)).astype("int32"))
 
     def plain(x):
         return keras.ops.sum(x)
 
     def checked(x):
-        return keras.ops.sum(_checks.token_ids_in_step("inputs", x, vocab, "token_embedding", training=True))
+        return keras.ops.sum(checks.token_ids_in_step("inputs", x, vocab, "token_embedding", training=True))
 
     if keras.backend.backend() == "jax":
         import jax

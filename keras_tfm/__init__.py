@@ -20,7 +20,7 @@ Example:
 True
 """
 
-from keras_tfm import callbacks, files, hardware, insight, layers, metrics, models, presets, schedules, text
+from keras_tfm import callbacks, checks, files, hardware, insight, layers, metrics, models, presets, schedules, text
 from keras_tfm.insight.attention_probe import AttentionMap, AttentionMaps, attention_maps
 from keras_tfm.layers import *  # noqa: F403  (the names of keras_tfm.layers.__all__)
 from keras_tfm.models import *  # noqa: F403  (the names of keras_tfm.models.__all__)
@@ -34,5 +34,5 @@ __version__ = "0.4.0"
 __all__ = [
     *layers.__all__, *models.__all__,
     "AttentionMap", "AttentionMaps", "attention_maps", "load_model", "TextClassifierPipeline", "Translator",
-    "callbacks", "hardware", "insight", "layers", "metrics", "models", "presets", "schedules", "text",
+    "callbacks", "checks", "hardware", "insight", "layers", "metrics", "models", "presets", "schedules", "text",
 ]

@@ -17,9 +17,10 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_tfm"
 # Each part of keras_tfm and the parts it may import. The parts of keras_tfm/insight/ ("seeing inside") count one
 # by one, as "insight.<module>".
 ALLOWED = {
-    "layers": {"layers", "_keras_workarounds"},  # walk: a layer's sublayers
+    "checks": set(),  # the data checks: Keras and NumPy only
+    "layers": {"layers", "checks", "_keras_workarounds"},  # walk: a layer's sublayers
     "metrics": set(),
-    "models": {"layers", "metrics", "models", "presets", "_keras_workarounds"},
+    "models": {"layers", "metrics", "models", "presets", "checks", "_keras_workarounds"},
     "insight.__init__": {"insight.attention_map_callback", "insight.attention_probe", "insight.attribution",
                          "insight.explorer", "insight.patch_grid", "insight.position_encoding_plot",
                          "insight.visualize"},
@@ -43,8 +44,8 @@ ALLOWED = {
     "files": set(),  # atomic writes: plain Python
     "hardware": set(),  # thread pools and the precision to train in: imports a backend only to measure it
     "saving": set(),  # `import keras_tfm` has registered every class before it runs
-    "__init__": {"callbacks", "files", "hardware", "insight", "insight.attention_probe", "layers", "metrics", "models",
-                 "presets", "schedules", "saving", "text"},
+    "__init__": {"callbacks", "checks", "files", "hardware", "insight", "insight.attention_probe", "layers", "metrics",
+                 "models", "presets", "schedules", "saving", "text"},
 }
 NEVER_AT_IMPORT_TIME = {"matplotlib", "argparse", "recipes", "IPython"}
 

@@ -1,11 +1,10 @@
 """Argument checks shared by the layers: each raises a ValueError naming the argument, the value and what
-was expected, before TensorFlow/JAX would fail deep inside with a shape error."""
+was expected, before TensorFlow/JAX would fail deep inside with a shape error. The checks of data values (token
+ids, labels) are public, in `keras_tfm.checks`."""
 
-import contextlib
 import difflib
 import inspect
 import numbers
-import threading
 import warnings
 
 import keras
@@ -64,38 +63,6 @@ def mask_shape(name, mask, expected, layout):
         )
 
 
-_checked_upstream = threading.local()
-
-
-@contextlib.contextmanager
-def values_checked_upstream():
-    """Within this block `concrete_value` returns None: value checks are skipped because the caller has checked
-    the data already, on the host. The ready models' `fit`, `evaluate` and `predict` use it: inside a training
-    step reading a tensor's values is a device-to-host copy, which waits for the device (a sync on a GPU; on
-    PyTorch and JAX without jit it would happen at every step)."""
-    depth = getattr(_checked_upstream, "depth", 0)
-    _checked_upstream.depth = depth + 1
-    try:
-        yield
-    finally:
-        _checked_upstream.depth = depth
-
-
-def concrete_value(x):
-    """`x` as a NumPy array when its values are known to Python (eager execution), else None.
-
-    Inside `tf.function`, `jax.jit` or a symbolic functional-model trace the values only exist at run time;
-    converting them raises, and we report "unknown" so value checks are skipped there. Inside
-    `values_checked_upstream()` it is None without looking.
-    """
-    if getattr(_checked_upstream, "depth", 0):
-        return None
-    try:
-        return keras.ops.convert_to_numpy(x)
-    except Exception:  # symbolic tensors and tracers of every backend raise their own error types
-        return None
-
-
 # Keyword arguments `keras.layers.Layer.__init__` takes besides those in its signature (legacy shape arguments).
 _LAYER_EXTRA_KEYWORDS = {"input_shape", "input_dim"}
 MODEL_KEYWORDS = {"name", "trainable", "dtype"}
@@ -151,108 +118,6 @@ def renamed(owner, kwargs, old, new, value, default=None):
     warnings.warn(f"{owner}: `{old}` is deprecated, use `{new}` (same meaning); `{old}` goes in the next release.",
                   FutureWarning, stacklevel=3)
     return old_value
-
-
-def _outside(name, values, size, what, hint):
-    """The first value of `values` outside [0, size) (its maximum if too large, else its minimum), or None; a
-    TypeError for values that are not whole numbers (a float id 5.7 must not quietly become 5)."""
-    values = np.asarray(values)
-    if values.size == 0:
-        return None
-    if not (np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.bool_)):
-        if not np.issubdtype(values.dtype, np.floating) or not np.all(np.mod(values, 1) == 0):
-            example = values.ravel()[np.flatnonzero(np.mod(values.astype("float64"), 1) != 0)[:1]]
-            raise TypeError(
-                f"`{name}` must hold integer {what}. Received dtype {values.dtype}"
-                + (f" with the non-integer value {example[0]!r}" if example.size else "") + f". {hint}"
-            )
-    low, high = values.min(), values.max()
-    if high >= size:
-        return int(high)
-    return int(low) if low < 0 else None
-
-
-_IDS_HINT = "Check the tokenizer's vocabulary size against the model's `vocab_size`."
-
-
-def _ids_range(name, vocab_size, where=""):
-    return f"Token ids in `{name}`{where} must lie in [0, vocab_size) = [0, {vocab_size})."
-
-
-def token_ids(name, values, vocab_size, where=""):
-    """Checks concrete token ids: integers in [0, vocab_size). `where` follows the name in the message."""
-    bad = _outside(name, values, vocab_size, "token ids", "Tokenize to ints (and give keras.Input dtype='int32').")
-    if bad is not None:
-        raise ValueError(f"{_ids_range(name, vocab_size, where)} Received: an id of {bad}. {_IDS_HINT}")
-
-
-def tf_assert_in_range(values, size, message):
-    """A TensorFlow graph assertion that every value lies in [0, size). When it fails, TensorFlow's error prints
-    `message`, then the value outside: the largest if it is too large, else the smallest. Both tests pass for an
-    empty tensor, whose min is the dtype's largest value and max its smallest."""
-    import tensorflow as tf  # only on the TensorFlow backend, or for a tf.data pipeline
-
-    low, high = tf.reduce_min(values), tf.reduce_max(values)
-    bad = tf.where(high >= size, high, low)
-    return tf.debugging.Assert((low >= 0) & (high < size), [message, bad])
-
-
-def token_ids_in_step(name, ids, vocab_size, layer, training=None):
-    """`ids`, checked inside a compiled step (where Python cannot see their values) as far as the backend allows.
-
-    A user's own model gets no check before its step, as the ready models do in `fit`. Unchecked, an id >=
-    vocab_size is a "Graph execution error" about a GatherV2 node on TensorFlow, and a NaN loss on JAX. So:
-
-    * TensorFlow: an assertion in the graph. The error is still TensorFlow's InvalidArgumentError, but its last
-      lines are this message with the id. XLA (`jit_compile=True`) drops assertions, and its gather clamps an
-      id that is too large, so under XLA nothing is caught.
-    * JAX: a host callback (`jax.debug.callback`) that raises this message's ValueError, in training steps only
-      (`training=True`). Training stops with a JaxRuntimeError that ends with it. `model.export` cannot serialize
-      a host callback (it fails with "std::bad_cast"), so inference steps are left unchecked.
-    * PyTorch runs eagerly: the values are known, and the eager check has already run.
-
-    Skipped inside `values_checked_upstream()`: the ready models check their data before the step. A layer turns
-    it off with its own switch (`TokenEmbedding(check_ids=False)`).
-
-    Args:
-        name: the argument's name in the message.
-        ids: the token ids, a symbolic or traced tensor.
-        vocab_size: ids must lie in [0, vocab_size).
-        layer: the layer's name, said in the message.
-        training: the layer's `training` argument (JAX checks only training steps).
-    """
-    if getattr(_checked_upstream, "depth", 0):
-        return ids
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        if not tf.is_tensor(ids) or tf.executing_eagerly():
-            return ids
-        message = f"{_ids_range(name, vocab_size, f' of layer {layer!r}')} {_IDS_HINT} Received: an id of"
-        with tf.control_dependencies([tf_assert_in_range(ids, vocab_size, message)]):
-            return tf.identity(ids)
-    if backend == "jax":
-        import jax
-
-        if not isinstance(ids, jax.core.Tracer) or not training:
-            return ids
-
-        def check_on_host(values):
-            token_ids(name, np.asarray(values), vocab_size, where=f" of layer {layer!r}")
-
-        jax.debug.callback(check_on_host, ids)
-    return ids
-
-
-def class_labels(name, values, num_classes):
-    """Checks concrete class labels (sparse, one integer per example): integers in [0, num_classes)."""
-    bad = _outside(name, values, num_classes, "class labels", "Give one integer class per example (or one-hot rows).")
-    if bad is not None:
-        raise ValueError(
-            f"Labels in `{name}` must lie in [0, num_classes) = [0, {num_classes}). Received: a label of "
-            f"{bad}. Check the data's classes against the model's `num_classes`."
-        )
 
 
 def is_shape_placeholder(x):

@@ -6,6 +6,7 @@ import warnings
 import keras
 from keras import ops
 
+from keras_tfm import checks
 from keras_tfm.layers import _checks
 from keras_tfm.layers.dropout import Dropout
 from keras_tfm.layers.position_encoding import sinusoidal_encoding_at
@@ -205,15 +206,16 @@ class TokenEmbedding(keras.layers.Layer):
 
     def _check_ids(self, ids, training=None):
         """Out-of-range and non-integer ids raise a ValueError when their values are known (eager calls). Inside a
-        compiled step the range is checked where the backend allows (`_checks.token_ids_in_step`); the ready
-        models check their data before the step instead. Returns the ids to look up."""
+        compiled step the range is checked where the backend allows (`checks.token_ids_in_step`); the ready
+        models check their data before the step instead, and switch this off for their own loops. Returns the
+        ids to look up."""
         if not self.check_ids:
             return ids
-        values = _checks.concrete_value(ids)
+        values = checks.concrete_value(ids)
         if values is not None:
-            _checks.token_ids("inputs", values, self.vocab_size)
+            checks.token_ids("inputs", values, self.vocab_size)
             return ids
-        return _checks.token_ids_in_step("inputs", ids, self.vocab_size, self.name, training=training)
+        return checks.token_ids_in_step("inputs", ids, self.vocab_size, self.name, training=training)
 
     def compute_mask(self, inputs, mask=None):
         if len(inputs.shape) == 3:  # reverse=True: vectors in, logits out; their mask passes through

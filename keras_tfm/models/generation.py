@@ -22,7 +22,9 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_tfm import checks
 from keras_tfm.layers import _checks
+from keras_tfm.models._checked_inputs import checked_loop
 
 STRATEGIES = ("greedy", "beam", "top_k", "top_p")
 _NEG = -1e9  # log-probability of impossible beam extensions (finite, so no inf - inf = NaN)
@@ -137,7 +139,7 @@ class GenerationMixin:
         if values.ndim != 2 or not np.issubdtype(values.dtype, np.integer):
             raise ValueError(f"`{name}` must be an int array of shape (batch, length). "
                              f"Received: shape {values.shape}, dtype {values.dtype}")
-        _checks.token_ids(name, values, vocab_size)
+        checks.token_ids(name, values, vocab_size)
         return values
 
     @staticmethod
@@ -165,7 +167,7 @@ class GenerationMixin:
         if key not in self._generate_functions:
             self._generate_functions[key] = compile_loop(functools.partial(self._decode, settings=settings),
                                                          self.variables)
-        with _checks.values_checked_upstream():  # the ids were checked above: no check compiled into each step
+        with checked_loop(self):  # the ids were checked above: no check compiled into each step
             tokens, scores = self._generate_functions[key](*arguments)
         tokens = np.asarray(ops.convert_to_numpy(tokens)).astype("int32")
         return (tokens, np.asarray(ops.convert_to_numpy(scores))) if return_scores else tokens

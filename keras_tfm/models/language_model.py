@@ -14,11 +14,11 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_tfm.checks import DataChecks
 from keras_tfm.layers import DecoderBlock, TokenEmbedding
 from keras_tfm.layers import _checks
 from keras_tfm.metrics import MaskedSparseCategoricalCrossentropy
 from keras_tfm.models import generation
-from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel
 from keras_tfm.presets import LANGUAGE_MODEL_PRESETS
 
@@ -280,8 +280,7 @@ class TransformerLM(generation.GenerationMixin, PresetModel, keras.Model):
         return generation.sample(step, token_ids, cache, start, settings["strategy"], uniform=uniform, k=settings["k"],
                                  p=p, **common)
 
-    def token_inputs(self, x):
-        return [("token_ids", x, self.vocab_size)] if not isinstance(x, (tuple, list, dict)) else []
-
-    def targets(self, y):
-        return [("y", y, self.vocab_size, _data_checks.TOKEN_IDS)]
+    @property
+    def data_checks(self):
+        """Token ids in [0, vocab_size) in `x` and `y` (`keras_tfm.checks.DataChecks`)."""
+        return DataChecks(inputs=self.vocab_size, target_ids=self.vocab_size)

@@ -18,8 +18,8 @@ Only the masked positions are projected onto the vocabulary: the head reads the 
 import keras
 from keras import ops
 
+from keras_tfm.checks import DataChecks
 from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
-from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel
 from keras_tfm.presets import TEXT_CLASSIFIER_PRESETS
 from keras_tfm.models.text_encoder import TextTask, task_encoder
@@ -100,13 +100,11 @@ class MaskedLanguageModel(TextTask, PresetModel, keras.Model):
 
         self.store_arguments(locals())
 
-    def token_inputs(self, x):
-        if isinstance(x, dict):
-            return [("x['token_ids']", x.get("token_ids"), self.vocab_size)]
-        return []
-
-    def targets(self, y):
-        return [("y", y, self.vocab_size, _data_checks.TOKEN_IDS)]  # the hidden tokens' ids (0: no prediction)
+    @property
+    def data_checks(self):
+        """Token ids in [0, vocab_size) in `x["token_ids"]` and in `y`, the hidden tokens' ids (0: no prediction)
+        (`keras_tfm.checks.DataChecks`)."""
+        return DataChecks(inputs=self.vocab_size, target_ids=self.vocab_size)
 
     def compile_for_training(self, optimizer=None, **kwargs):
         """`compile` with the cross-entropy and accuracy over the masked positions only (labels 0 are ignored).

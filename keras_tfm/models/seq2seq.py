@@ -12,11 +12,11 @@ attends over a key/value cache of the earlier ones, inside a compiled loop.
 import keras
 from keras import ops
 
+from keras_tfm.checks import DataChecks
 from keras_tfm.layers import DecoderBlock, EncoderBlock, TokenEmbedding
 from keras_tfm.layers import _checks
 from keras_tfm.metrics import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
 from keras_tfm.models import generation
-from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel
 from keras_tfm.presets import SEQ2SEQ_PRESETS
 
@@ -134,13 +134,12 @@ class Seq2SeqTransformer(generation.GenerationMixin, PresetModel, keras.Model):
         """A learned position table (biases and norms are exempt by rule, see `WeightDecayPolicy`)."""
         return ("position_embeddings",)
 
-    def token_inputs(self, x):
-        if isinstance(x, (tuple, list)) and len(x) == 2:
-            return [("source_ids", x[0], self.source_vocab_size), ("target_ids", x[1], self.target_vocab_size)]
-        return []
-
-    def targets(self, y):
-        return [("y", y, self.target_vocab_size, _data_checks.TOKEN_IDS)]
+    @property
+    def data_checks(self):
+        """Source ids in [0, source_vocab_size), target ids (`x[1]` and `y`) in [0, target_vocab_size)
+        (`keras_tfm.checks.DataChecks`)."""
+        return DataChecks(inputs={"source_ids": self.source_vocab_size, "target_ids": self.target_vocab_size},
+                          target_ids=self.target_vocab_size)
 
     def compile_for_training(self, optimizer=None, label_smoothing=0.0, **kwargs):
         """`compile` with a loss and accuracy that ignore padding (target id 0).

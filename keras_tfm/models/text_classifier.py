@@ -16,9 +16,9 @@ DistilBERT, RoBERTa).
 
 import keras
 
+from keras_tfm.checks import DataChecks
 from keras_tfm.layers import _checks
 from keras_tfm.layers.dropout import Dropout
-from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel, compile_classifier
 from keras_tfm.models._lora import ParameterEfficient
 from keras_tfm.presets import TEXT_CLASSIFIER_PRESETS
@@ -131,9 +131,6 @@ class TextClassifier(TextTask, ParameterEfficient, PresetModel, keras.Model):
             kwargs["dtype"] = dtype
         return cls(encoder, num_classes=num_classes, pool=pool, dropout=encoder.dropout, **kwargs)
 
-    def token_inputs(self, x):
-        return self.encoder.token_inputs(x)
-
     def compile_for_training(self, optimizer=None, label_smoothing=0.0, **kwargs):
         """`compile` for sparse integer labels: cross-entropy and accuracy.
 
@@ -145,8 +142,11 @@ class TextClassifier(TextTask, ParameterEfficient, PresetModel, keras.Model):
         """
         compile_classifier(self, optimizer, label_smoothing, weight_decay=0.01, **kwargs)
 
-    def targets(self, y):
-        return _data_checks.class_labels(y, self.num_classes)
+    @property
+    def data_checks(self):
+        """The encoder's token ids in [0, vocab_size), sparse labels in [0, num_classes) in `y`
+        (`keras_tfm.checks.DataChecks`)."""
+        return DataChecks(inputs=self.encoder.vocab_size, labels=self.num_classes)
 
     @classmethod
     def from_encoder(cls, encoder, num_classes=2, **kwargs):

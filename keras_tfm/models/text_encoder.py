@@ -19,6 +19,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_tfm.checks import DataChecks
 from keras_tfm.layers import ClassToken, EncoderBlock, TokenEmbedding
 from keras_tfm.layers import _checks
 from keras_tfm.layers.dropout import Dropout
@@ -225,9 +226,10 @@ class TextEncoder(ParameterEfficient, PresetModel, keras.Model):
             padding = ops.concatenate([ops.ones_like(padding[:, :1]), padding], axis=1)
         return {"sequence_output": padding, "pooled_output": None} if self.pooler else padding
 
-    def token_inputs(self, x):
-        ids = x.get("token_ids") if isinstance(x, dict) else x
-        return [("token_ids" if isinstance(x, dict) else "x", ids, self.vocab_size)]
+    @property
+    def data_checks(self):
+        """Token ids in [0, vocab_size) in `x` (or `x["token_ids"]`) (`keras_tfm.checks.DataChecks`)."""
+        return DataChecks(inputs=self.vocab_size)
 
     def no_weight_decay(self):
         """A learned position table and [CLS] token (biases and norms are exempt by rule, see

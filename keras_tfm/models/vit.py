@@ -18,10 +18,10 @@ import warnings
 
 import keras
 
+from keras_tfm.checks import DataChecks
 from keras_tfm.layers import EncoderBlock, PatchEmbedding, SequencePooling
 from keras_tfm.layers import _checks
 from keras_tfm.layers.dropout import Dropout
-from keras_tfm.models import _data_checks
 from keras_tfm.models._base import PresetModel, compile_classifier
 from keras_tfm.models._lora import ParameterEfficient
 from keras_tfm.presets import VIT_PRESETS, resolve_preset
@@ -336,8 +336,10 @@ class ViT(ParameterEfficient, PresetModel, keras.Model):
         """
         compile_classifier(self, optimizer, label_smoothing, weight_decay=0.05, **kwargs)
 
-    def targets(self, y):
-        return _data_checks.class_labels(y, self.num_classes) if self.include_top else []
+    @property
+    def data_checks(self):
+        """Sparse labels in [0, num_classes) in `y`, with the head (`keras_tfm.checks.DataChecks`)."""
+        return DataChecks(labels=self.num_classes if self.include_top else None)
 
     def no_weight_decay(self):
         return self.backbone.no_weight_decay()

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_tfm.models import Seq2SeqTransformer, TextClassifier, ViT, _data_checks
+from keras_tfm.models import Seq2SeqTransformer, TextClassifier, ViT
 from tests.helpers import to_numpy
 
-pytestmark = pytest.mark.tensorflow_only(reason="the data checks run in tf.data's background thread")
+pytestmark = pytest.mark.every_backend
 
 VOCAB, CLASSES, LENGTH = 20, 3, 8
 
@@ -115,9 +115,10 @@ def test_arrays_are_checked_before_training_labels_included():
 def test_one_hot_and_soft_labels_are_not_mistaken_for_class_ids(trained):
     x, y = _data()
     soft = keras.ops.convert_to_numpy(keras.ops.one_hot(y, CLASSES)) * 0.9 + 0.1 / CLASSES  # smoothed, in the data
-    assert [entry[0] for entry in _data_checks.entries(trained, x, soft)] == ["x"]  # the ids only
-    assert [entry[0] for entry in _data_checks.entries(trained, x, y)] == ["x", "y"]
-    assert [entry[0] for entry in _data_checks.entries(trained, x, y[:, None])] == ["x", "y"]  # (batch, 1) is sparse
+    checks = trained.data_checks
+    assert [entry[0] for entry in checks.entries(x, soft)] == ["x"]  # the ids only
+    assert [entry[0] for entry in checks.entries(x, y)] == ["x", "y"]
+    assert [entry[0] for entry in checks.entries(x, y[:, None])] == ["x", "y"]  # (batch, 1) is sparse
 
 
 def test_seq2seq_target_ids_and_vit_labels_are_checked():
@@ -132,4 +133,5 @@ def test_seq2seq_target_ids_and_vit_labels_are_checked():
     vit.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     with pytest.raises(ValueError, match="a label of 4"):
         vit.fit(np.zeros((8, 8, 8, 3), "float32"), np.arange(8) % 5, verbose=0)
-    assert ViT.from_preset("tiny", include_top=False, image_size=8, patch_size=4).targets(np.arange(8)) == []
+    backbone = ViT.from_preset("tiny", include_top=False, image_size=8, patch_size=4)
+    assert backbone.data_checks.entries(y=np.arange(8)) == []
