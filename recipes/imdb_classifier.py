@@ -383,6 +383,8 @@ def fine_tune_pretrained(args, extra_callbacks=()):
         print(f"scoring the {len(y)} {what} reviews ({len(buckets)} batches)")
         return float(np.mean(buckets.predict(model, verbose=fitting.fit_verbosity()).argmax(-1) == y))
 
+    if fitting.compile_for_scoring(model, args.jit):
+        print("scoring with XLA (float32 on TensorFlow: each bucket's length compiled once)")
     metrics = {"validation_accuracy": accuracy(validation, y_val, "validation")}
     scoring = time.time()
     metrics["test_accuracy"] = accuracy(test, y_test, "test")

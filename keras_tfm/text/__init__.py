@@ -4,7 +4,7 @@ that pairs a trained `TextClassifier` with its vocabulary so it classifies strin
 pipeline as a TensorFlow SavedModel that takes strings (its WordPiece tokenizer inside the graph)."""
 
 from keras_tfm.text.bleu import ValidationBLEU, corpus_bleu
-from keras_tfm.text.classifier import TextClassifierPipeline
+from keras_tfm.text.classifier_pipeline import TextClassifierPipeline
 from keras_tfm.text.pretrained_tokenizer import PretrainedTokenizer
 from keras_tfm.text.serving import StringTokenizer, export_saved_model
 from keras_tfm.text.tokenizer import END, MODEL_TYPES, PAD, START, UNK, SubwordTokenizer

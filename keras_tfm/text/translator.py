@@ -15,7 +15,7 @@ import numpy as np
 from keras_tfm.files import atomic_path, write_json
 from keras_tfm.insight.attention_probe import attention_maps
 from keras_tfm.models.seq2seq import Seq2SeqTransformer
-from keras_tfm.text.classifier import load_pipeline_model
+from keras_tfm.text.classifier_pipeline import load_pipeline_model
 from keras_tfm.text.tokenizer import END, START, UNK, SubwordTokenizer
 
 FORMAT = "keras_tfm.Translator"

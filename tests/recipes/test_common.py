@@ -381,3 +381,28 @@ def test_the_progress_line_counts_the_epochs_a_time_budget_planned(tmp_path, cap
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Epoch ")]
     assert lines[0] == "Epoch 1/100"  # before the plan: fit's upper bound
     assert lines[1:] == [f"Epoch {epoch}/30" for epoch in range(2, 31)]
+
+
+def test_scoring_compiles_with_xla_for_float32_on_tensorflow_unless_no_jit_was_asked():
+    def model():
+        inputs = keras.Input((4,))
+        built = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+        built.compile(jit_compile=False)
+        return built
+
+    x = np.random.default_rng(0).normal(size=(8, 4)).astype("float32")
+    scored = model()
+    graph = scored.predict(x, verbose=0)
+    if keras.backend.backend() != "tensorflow":
+        assert not fitting.compile_for_scoring(scored) and not scored.jit_compile
+        return
+    assert not fitting.compile_for_scoring(scored, jit=False) and not scored.jit_compile  # --no-jit is kept
+    assert fitting.compile_for_scoring(scored) and scored.jit_compile
+    assert scored.predict_function is None  # the graph's function is made again, with XLA
+    np.testing.assert_allclose(scored.predict(x, verbose=0), graph, atol=1e-5)
+    assert not fitting.compile_for_scoring(scored)  # already compiled: nothing to switch
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        assert not fitting.compile_for_scoring(model())  # bf16 keeps the graph it trained with
+    finally:
+        keras.config.set_dtype_policy("float32")
