@@ -174,13 +174,16 @@ class TextClassifierPipeline:
         it, and AdamW's two moments are twice the weights), the vocabulary or tokenizer and `classifier.json` into
         `directory` (created)."""
         os.makedirs(directory, exist_ok=True)
-        optimizer = getattr(self.model, "optimizer", None)
-        self.model.optimizer = None  # saved without it, then given back: the model can train on
+        # Saved without the optimizer and without the compile arguments, then both given back (the model can train
+        # on). A file that named an optimizer but held none of its variables would make `keras.saving.load_model`
+        # build one and warn "Skipping variable loading for optimizer".
+        optimizer, compiled = getattr(self.model, "optimizer", None), getattr(self.model, "compiled", False)
+        self.model.optimizer, self.model.compiled = None, False
         try:
             with atomic_path(os.path.join(directory, "model.keras")) as partial:
                 self.model.save(partial)
         finally:
-            self.model.optimizer = optimizer
+            self.model.optimizer, self.model.compiled = optimizer, compiled
         if self.tokenizer is not None:
             self.tokenizer.save(os.path.join(directory, "tokenizer"))
             write_json(os.path.join(directory, "classifier.json"),  # last: a folder without it is no pipeline
