@@ -86,7 +86,7 @@ def lock(output_dir):
             "command": shlex.join(sys.argv), "since": time.strftime("%Y-%m-%dT%H:%M:%S")}
     for _ in range(3):  # another process may take a stale lock at the same moment: then look again
         try:
-            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            _create_whole(path, json.dumps(mine))
         except FileExistsError:
             owner = _read_lock(path)
             if owner is not None and owner.get("pid") == os.getpid() and owner.get("host") == mine["host"]:
@@ -103,12 +103,27 @@ def lock(output_dir):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path)
             continue
-        with os.fdopen(descriptor, "w") as file:
-            json.dump(mine, file)
         break
     if output_dir not in _locked:
         _locked.add(output_dir)
         atexit.register(unlock, output_dir)
+
+
+def _create_whole(path, text):
+    """Creates `path` holding `text` unless it exists (FileExistsError), in one step: the text is written under a
+    partial name first and then hard-linked to `path`, so that another process never reads the lock empty (an
+    empty lock is taken over) while its owner is still writing it."""
+    partial = files.partial_path(path)
+    try:
+        with open(partial, "w") as file:
+            file.write(text)
+        os.link(partial, path)  # atomic, and fails if `path` exists, as O_EXCL does
+    except FileNotFoundError as error:
+        # The partial file deleted under us: a run that holds the lock has just cleared the folder's partial files.
+        raise FileExistsError(errno.EEXIST, "the folder's lock was taken meanwhile", path) from error
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(partial)
 
 
 def unlock(output_dir):

@@ -195,3 +195,29 @@ def test_other_os_errors_are_not_taken_for_a_full_disk():
 
     with pytest.raises(FileNotFoundError):
         runs.run_main(main)
+
+
+def test_a_lock_appears_whole_or_not_at_all(tmp_path, monkeypatch):
+    """The lock is written under a partial name and linked into place: another process reading `run.lock` never
+    finds it empty while its owner is still writing (an empty lock is taken over as a killed run's)."""
+    path, linked = tmp_path / runs.LOCK_FILE, []
+    real_link = os.link
+
+    def watched_link(source, target):
+        assert not path.exists()  # nothing under the lock's name before its text is complete
+        linked.append(json.loads(open(source).read()))
+        real_link(source, target)
+
+    monkeypatch.setattr(runs.os, "link", watched_link)
+    runs.lock(str(tmp_path))
+    assert linked == [runs.lock_owner(str(tmp_path))] and linked[0]["pid"] == os.getpid()
+    assert os.listdir(tmp_path) == [runs.LOCK_FILE]  # the partial file removed
+    runs.unlock(str(tmp_path))
+
+    def interrupted(source, target):
+        raise KeyboardInterrupt  # a Ctrl-C between writing the text and linking it
+
+    monkeypatch.setattr(runs.os, "link", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runs.lock(str(tmp_path))
+    assert os.listdir(tmp_path) == []  # no lock, and no partial file left behind
