@@ -37,6 +37,7 @@ from matplotlib.ticker import MaxNLocator
 
 from keras_tfm import files, hardware
 from keras_tfm.data import DataUnavailable
+from keras_tfm.insight.visualize import save_figure
 from recipes import devices, fast_paths, runs
 
 FINISHED = runs.FINISHED  # written last by `finish`: its presence means the run is complete
@@ -128,8 +129,7 @@ def _number(text):
 def plot_curves(history, path, parts_per_epoch=1):
     """Loss and metric curves (train and validation) from a {name: values} history (`curves_figure`), saved as
     PNG at `path`; returns `path`."""
-    curves_figure(history, parts_per_epoch).savefig(path, dpi=100)
-    return path
+    return save_figure(curves_figure(history, parts_per_epoch), path)
 
 
 def curves_figure(history, parts_per_epoch=1):

@@ -570,8 +570,7 @@ def plot(name, rows, path):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    return path
+    return visualize.save_figure(figure, path)
 
 
 def main(argv=None):

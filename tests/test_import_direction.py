@@ -29,7 +29,7 @@ ALLOWED = {
     "insight.patch_grid": set(),
     # the package's parts; the records; infer_grid
     "insight.explorer": {"insight.explorer", "insight.attention_probe", "insight.patch_grid", "files"},
-    "insight.visualize": {"insight.visualize", "insight.explorer", "insight.patch_grid"},
+    "insight.visualize": {"insight.visualize", "insight.explorer", "insight.patch_grid", "files"},
     "insight.attention_map_callback": {"layers", "insight.attention_probe", "insight.attribution",
                                        "insight.visualize", "insight.explorer"},
     "insight.position_encoding_plot": {"layers", "insight.visualize"},

@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pytest
 
@@ -200,3 +202,22 @@ def test_token_heat_map_refuses_labels_that_do_not_fit_its_weights_and_has_a_col
     bars = [ax for ax in figure.axes if ax.get_label() == "colour bar"]
     assert len(bars) == 1 and [t.get_text() for t in bars[0].get_xticklabels()] == ["0.1", "0.6"]
 
+
+
+def test_a_picture_is_saved_whole_or_not_at_all(tmp_path):
+    """A run killed while it draws keeps the picture of the epoch before: the PNG is written under a partial name
+    and renamed into place."""
+    figure = visualize.plot_confusion_matrix(np.array([0, 1]), np.array([0, 1]), ["a", "b"])
+    path = tmp_path / "confusion.png"
+    visualize.save_figure(figure, path)
+    before = path.read_bytes()
+
+    def cut_short(target, **kwargs):
+        with open(target, "wb") as file:
+            file.write(before[:100])
+        raise KeyboardInterrupt  # Ctrl-C in the middle of the write
+
+    figure.savefig = cut_short
+    with pytest.raises(KeyboardInterrupt):
+        visualize.save_figure(figure, path)
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["confusion.png"]

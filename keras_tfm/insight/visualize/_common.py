@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from keras_tfm.files import atomic_path
+
 
 def _figure(**kwargs):
     # A Figure without pyplot: no display, no global state, nothing to close. matplotlib is imported on the first
@@ -76,6 +78,8 @@ def printable(label):
 
 
 def save_figure(figure, path, dpi=100):
-    """Saves `figure` as a PNG at `path` and returns the path."""
-    figure.savefig(path, dpi=dpi)
+    """Saves `figure` as a PNG at `path`, whole or not at all (a run killed while drawing leaves the picture of the
+    epoch before, never a cut-short file), and returns the path."""
+    with atomic_path(path) as partial:
+        figure.savefig(partial, dpi=dpi, format="png")
     return path
