@@ -22,11 +22,13 @@ class TimeBudget(keras.callbacks.Callback):
     from the end of the one before (so what other callbacks do between epochs, a checkpoint, counts). When the
     planned end no longer fits (the machine got slower, or another process shares it), the plan is shortened to
     the epochs that do and the schedule re-planned, so the decay still ends inside the budget; the learning rate
-    then steps down to where the shorter cosine is. A plan is never lengthened: faster epochs end the run early
-    with the decay complete, rather than raising the learning rate again. If an epoch still passes the budget,
+    then steps down to where the shorter cosine is. When more epochs fit (the machine was shared at first), the
+    plan is lengthened while less than half of it is done, where the cosine is still near its peak and the
+    learning rate rises only a little; later, faster epochs end the run early with the decay complete rather than
+    raising the learning rate again. If an epoch still passes the budget,
     training stops at its end. The first epoch itself runs on the schedule made before (`--epochs` long), which
     only makes its warm-up slower. A resumed run gets the whole budget again. `plans` lists `(epochs done,
-    epochs planned)` for the first plan and every shortening. A jitted JAX step is traced and compiled again for
+    epochs planned)` for the first plan and every change. A jitted JAX step is traced and compiled again for
     each plan (it reads the planned length as a constant); the other backends read it from a variable.
 
     Args:
@@ -63,6 +65,7 @@ class TimeBudget(keras.callbacks.Callback):
         self.planned_epochs = None
         self.plans = []
         self.durations = []  # seconds of each epoch of this fit, end to end (the first without its tracing step)
+        self.fit_epochs = self.params.get("epochs") if self.params else None  # before a plan replaces it
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch_started = self.clock()
@@ -96,9 +99,11 @@ class TimeBudget(keras.callbacks.Callback):
         self.durations.append(max(seconds, 1e-9))
         pace = sum(self.durations) / len(self.durations)
         fitting = epoch + 1 + max(int((budget - elapsed) // pace), 0)  # this many epochs end inside the budget
-        most = self.params.get("epochs") if self.params else None
-        fitting = min(fitting, most) if most else fitting
-        if first or fitting < self.planned_epochs:
+        fitting = min(fitting, self.fit_epochs) if self.fit_epochs else fitting
+        # Longer only while less than half of the plan is done (see the class docstring).
+        longer = not first and fitting > self.planned_epochs and epoch + 1 <= self.planned_epochs // 2
+        if first or fitting < self.planned_epochs or longer:
+            change = "lengthened" if longer else "shortened"
             self.planned_epochs = fitting
             self.plans.append((epoch + 1, fitting))
             if self.params is not None:  # the callbacks' shared params: a progress line that reads them counts the plan
@@ -115,6 +120,6 @@ class TimeBudget(keras.callbacks.Callback):
                       f"epochs of {self.steps} steps")
             elif self.verbose:
                 print(f"time budget {self.minutes:g} min: epochs take {pace:.0f} s on average, so the plan is "
-                      f"shortened to {fitting} epochs ({elapsed:.0f} s used)")
+                      f"{change} to {fitting} epochs ({elapsed:.0f} s used)")
         if elapsed >= budget or epoch + 1 >= self.planned_epochs:
             self.model.stop_training = True

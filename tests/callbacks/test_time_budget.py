@@ -106,12 +106,21 @@ def test_time_budget_counts_the_time_between_epochs_too():
     assert int(keras.ops.convert_to_numpy(model.optimizer.iterations)) == 20 and float(schedule(20)) == 0.0
 
 
-def test_time_budget_never_lengthens_the_plan():
-    # The first epoch takes 40 s (4 planned in 3 minutes); later ones take 20 s, and 6 would fit at their mean,
-    # but a longer plan would raise the learning rate again: training ends after the 4 planned, decayed to 0.
+def test_time_budget_lengthens_the_plan_while_less_than_half_of_it_is_done():
+    # The first epoch takes 40 s (4 planned in 3 minutes: a shared machine, say); later ones take 20 s. After the
+    # second (60 s used, a mean of 30 s), 4 more fit: 6 in all, and 2 of 4 done is not past half, so the plan
+    # grows to 6. After the fourth, 7 would fit, but 4 of 6 are done: the plan stays, and the decay ends at 6.
     epochs, budget, schedule, _ = _budget_run(3, [10.0, 5.0])
-    assert budget.plans == [(1, 4)] and (budget.planned_epochs, epochs) == (4, 4)
-    assert int(keras.ops.convert_to_numpy(schedule.total_steps)) == 16
+    assert budget.plans == [(1, 4), (2, 6)] and (budget.planned_epochs, epochs) == (6, 6)
+    assert int(keras.ops.convert_to_numpy(schedule.total_steps)) == 24 and float(schedule(24)) == 0.0
+
+
+def test_time_budget_never_lengthens_the_plan_past_its_first_half():
+    # 5 minutes, epochs of 40 s: 7 planned. From the fourth on, epochs take 20 s; after it, 8 would fit, but a
+    # longer plan past half of this one would raise the learning rate late: training ends after the 7, decayed.
+    epochs, budget, schedule, _ = _budget_run(5, [10.0, 10.0, 10.0, 5.0])
+    assert budget.plans == [(1, 7)] and (budget.planned_epochs, epochs) == (7, 7)
+    assert int(keras.ops.convert_to_numpy(schedule.total_steps)) == 28
 
 
 def test_time_budget_stops_at_the_end_of_the_epoch_that_passes_it():
