@@ -117,10 +117,16 @@ def _create_whole(path, text):
     try:
         with open(partial, "w") as file:
             file.write(text)
-        os.link(partial, path)  # atomic, and fails if `path` exists, as O_EXCL does
-    except FileNotFoundError as error:
-        # The partial file deleted under us: a run that holds the lock has just cleared the folder's partial files.
-        raise FileExistsError(errno.EEXIST, "the folder's lock was taken meanwhile", path) from error
+        try:
+            os.link(partial, path)  # atomic, and fails if `path` exists, as O_EXCL does
+        except FileNotFoundError as error:
+            # The partial file deleted under us: a run holding the lock has just cleared the folder's partial files.
+            raise FileExistsError(errno.EEXIST, "the folder's lock was taken meanwhile", path) from error
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links (FAT, some network mounts): created in place
+            with open(path, "x") as file:
+                file.write(text)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(partial)

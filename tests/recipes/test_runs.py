@@ -221,3 +221,14 @@ def test_a_lock_appears_whole_or_not_at_all(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         runs.lock(str(tmp_path))
     assert os.listdir(tmp_path) == []  # no lock, and no partial file left behind
+
+
+def test_a_lock_is_taken_on_a_file_system_without_hard_links(tmp_path, monkeypatch):
+    def refused(source, target):
+        raise PermissionError(1, "Operation not permitted")  # what FAT and some network mounts answer
+
+    monkeypatch.setattr(runs.os, "link", refused)
+    runs.lock(str(tmp_path))
+    assert runs.lock_owner(str(tmp_path))["pid"] == os.getpid() and os.listdir(tmp_path) == [runs.LOCK_FILE]
+    runs.unlock(str(tmp_path))
+    assert os.listdir(tmp_path) == []
