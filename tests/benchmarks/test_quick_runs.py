@@ -85,3 +85,20 @@ def test_the_neural_imdb_baselines_run_on_the_recipes_reviews(tmp_path, capsys):
     load_script("benchmarks/imdb_baselines.py").main(["--quick", "--neural", "--no-tfidf", "--imdb-dir", str(imdb)])
     out = capsys.readouterr().out
     assert "kim_cnn" in out and "bilstm" in out and "test accuracy" in out, out[-2000:]
+
+
+def test_the_scoring_benchmark_counts_positions_and_times_both_paths(tmp_path, capsys):
+    """benchmarks/imdb_scoring.py on a tiny BERT and a tiny aclImdb folder: the positions of each way of batching
+    the test reviews, in the order they must come, and both scoring paths timed on the same weights."""
+    from tests.data.samples import write_acl_imdb
+    from tests.pretrained_checkpoints import write_checkpoint
+
+    folder, _ = write_checkpoint(tmp_path / "bert", "bert")
+    imdb = write_acl_imdb(tmp_path / "aclImdb", per_class=16)
+    result = load_script("benchmarks/imdb_scoring.py").main([
+        "--checkpoint", str(folder), "--imdb-dir", str(imdb), "--reviews", "8", "--max-length", "32",
+        "--rounds", "1"])
+    real, padded, recipe, tight = result["positions"].values()
+    assert real <= tight <= recipe <= padded, result["positions"]
+    assert min(result["reviews_per_second"].values()) > 0
+    assert "XLA / graph:" in capsys.readouterr().out
