@@ -192,9 +192,14 @@ class DataChecks:
         found = []
         if x is not None and self.inputs is not None:
             if isinstance(self.inputs, dict):
-                items = zip(self.inputs.items(), x) if isinstance(x, (tuple, list)) else (
-                    ((name, size), x.get(name)) for name, size in self.inputs.items()) if isinstance(x, dict) else ()
-                found += [(name, values, size, token_ids) for (name, size), values in items]
+                if isinstance(x, (tuple, list)):  # the entries in order
+                    tensors = list(x)
+                elif isinstance(x, dict):  # by key
+                    tensors = [x.get(name) for name in self.inputs]
+                else:
+                    tensors = []
+                found += [(name, values, size, token_ids)
+                          for (name, size), values in zip(self.inputs.items(), tensors)]
             elif isinstance(x, dict):
                 found.append(("x['token_ids']", x.get("token_ids"), self.inputs, token_ids))
             elif not isinstance(x, (tuple, list)):
@@ -300,6 +305,9 @@ class _CheckedPyDataset(keras.utils.PyDataset):
 
     def __getitem__(self, index):
         return self.checks._unpacked(self.dataset[index])
+
+    def __len__(self):
+        return len(self.dataset)
 
     @property
     def num_batches(self):
