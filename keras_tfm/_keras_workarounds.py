@@ -19,10 +19,12 @@ file that checks Keras still behaves that way, and so fails once Keras changes; 
    `torch._foreach_mul`). On 2 Zen 4 cores, for the 103 gradients of a MiniLM-shaped `TextClassifier`, that is
    47 ms a step instead of 113-160 ms (docs/results.md). This one replaces `optimizer._clip_gradients` on the
    instance.
-4. `forget_optimizer_variables`, every backend. A Keras optimizer has `add_variable` but no way to remove one.
-   `GradientNormCallback` adds three variables for the time of `fit` (on JAX only an optimizer's own variables
-   can change inside its compiled step) and removes them afterwards, so that saved optimizers are unchanged. This
-   one edits `optimizer._variables`.
+4. `add_step_variables`, every backend. `GradientNormCallback` keeps its running sums in variables of the
+   optimizer for the time of `fit`: on JAX only an optimizer's own variables can change inside its compiled step.
+   A Keras optimizer has `add_variable` but no way to remove one, and saves every variable it has, so a
+   checkpoint written during `fit` would not load into a fresh model ("Skipping variable loading for
+   optimizer"), its optimizer state lost. This one edits `optimizer._variables` and sets `save_own_variables`
+   and `load_own_variables` on the instance, which leave those variables out.
 5. `resume_fit_at_epoch`, every backend. A callback cannot tell `fit` to start at a later epoch through public
    API: Keras' own `BackupAndRestore` sets `model._initial_epoch` in `on_train_begin`, which `fit` reads right
    after. keras_tfm's `BackupAndRestore` (atomic files, the previous epoch kept) does the same, here.
@@ -37,14 +39,15 @@ file that checks Keras still behaves that way, and so fails once Keras changes; 
 
 What would retire each: 1, TensorFlow steps that build the optimizer before tracing (its test then sees one
 trace without it); 2, Keras' JAX `evaluate`/`predict` putting the state back on an error; 3, a `clipnorm` done in
-one call; 4, an `Optimizer.remove_variable` (or variables that a callback may own); 5, a public initial epoch
-settable from `on_train_begin`; 6, a gradient hook (a callback's `on_train_batch` sees no gradients); 7, a public
-`Layer.layers`. Each test in tests/test_keras_workarounds.py fails once its condition is met.
+one call; 4, an `Optimizer.remove_variable` and unsaved variables (or variables a callback may own); 5, a public
+initial epoch settable from `on_train_begin`; 6, a gradient hook (a callback's `on_train_batch` sees no
+gradients); 7, a public `Layer.layers`. Each test in tests/test_keras_workarounds.py fails once its condition is met.
 
 Checked with Keras 3.12.0, the lowest version requirements.txt admits (`.ci/run`'s lowest-Keras stage), and 3.15.1,
 each entry. Nothing here imports TensorFlow or PyTorch unless that is the backend in use.
 """
 
+import functools
 import types
 
 import keras
@@ -143,17 +146,69 @@ def clip_gradients_in_one_call(optimizer):
         optimizer._clip_gradients = types.MethodType(_clip_each_gradient_by_norm, optimizer)
 
 
-def forget_optimizer_variables(optimizer, variables):
-    """Removes `variables`, made by `optimizer.add_variable`, from `optimizer.variables` (the list saved with it).
+def add_step_variables(optimizer, names):
+    """Adds float32 scalar variables, zero at first, that a training step may update on every backend (on JAX only
+    an optimizer's own variables can change inside its compiled step), and that the optimizer neither saves nor
+    loads: a model saved while they exist (a checkpoint in the middle of `fit`) has the optimizer of a fresh
+    model, and loads into one with its whole state. `remove_step_variables` takes them away again.
 
     Args:
-        optimizer: a Keras optimizer.
-        variables: the variables to remove; others of the optimizer are kept, in their order.
+        optimizer: the model's optimizer; the variables go into its inner optimizer under mixed precision (the one
+            `watch_gradients` watches there).
+        names: a name for each variable.
+
+    Returns:
+        The variables, in the order of `names`.
     """
-    added = {id(v) for v in variables}
-    kept = optimizer._variables  # edited in place: the optimizer's variable tracker holds this very list
-    for index in reversed([i for i, v in enumerate(kept) if id(v) in added]):
-        del kept[index]  # by position: `==` on variables compares their values
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    added = [inner.add_variable((), initializer="zeros", dtype="float32", name=name) for name in names]
+    hidden = _hidden_step_variables.setdefault(id(inner), [])
+    hidden.extend(added)
+    for target in {id(o): o for o in (optimizer, inner)}.values():  # a LossScaleOptimizer saves its inner's too
+        for method in ("save_own_variables", "load_own_variables"):
+            setattr(target, method, functools.partial(  # an instance attribute: the class is untouched
+                _without_step_variables, getattr(type(target), method), target, inner, hidden))
+    return added
+
+
+def remove_step_variables(optimizer, variables):
+    """Undoes `add_step_variables`: removes `variables` from the optimizer (the others keep their order), and
+    once none is left, it saves and loads as its class does."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    removed = {id(v) for v in variables}
+    _delete(inner._variables, removed)
+    hidden = _hidden_step_variables.get(id(inner), [])
+    hidden[:] = [v for v in hidden if id(v) not in removed]
+    if not hidden:
+        _hidden_step_variables.pop(id(inner), None)
+        for target in (optimizer, inner):
+            for method in ("save_own_variables", "load_own_variables"):
+                vars(target).pop(method, None)
+
+
+_hidden_step_variables = {}  # id(optimizer) -> the step variables it holds, left out of saving and loading
+
+
+def _delete(variables, ids):
+    """Deletes from the list `variables` (edited in place: the optimizer's variable tracker holds this very list)
+    those whose id is in `ids`, by position (`==` on variables compares their values); returns (position,
+    variable) for each, first to last."""
+    gone = [(i, v) for i, v in enumerate(variables) if id(v) in ids]
+    for index, _ in reversed(gone):
+        del variables[index]
+    return gone
+
+
+def _without_step_variables(method, optimizer, inner, hidden, store):
+    """Runs the class's `save_own_variables`/`load_own_variables` of `optimizer` while the step variables are out
+    of `inner`'s list."""
+    variables = inner._variables
+    gone = _delete(variables, {id(v) for v in hidden})
+    try:
+        method(optimizer, store)
+    finally:
+        for index, variable in gone:
+            variables.insert(index, variable)
 
 
 def resume_fit_at_epoch(model, epoch):

@@ -21,8 +21,9 @@ class GradientNormCallback(keras.callbacks.Callback):
     The norm is sqrt(Σ g²) over every trainable weight's gradient, taken before the optimizer clips it (so the
     reading shows what clipping is up against). It is measured as the optimizer receives it, with `keras.ops`
     (`keras_tfm._keras_workarounds.watch_gradients`), so it works on every backend: while training, the optimizer
-    gets three extra variables (a running sum, the largest norm and a step count), removed again when `fit` ends
-    so saved models are unchanged.
+    gets three extra variables (a running sum, the largest norm and a step count), which it leaves out of what it
+    saves, and which are removed again when `fit` ends: a model saved during `fit` (a checkpoint) or after it
+    loads into a fresh one with its optimizer's whole state.
 
     With `groups`, it also logs the norm of each group's gradients, `gradient_norm_{name}` (the mean over the
     epoch's steps): a group is the trainable weights whose path (`variable.path`, e.g.
@@ -54,19 +55,16 @@ class GradientNormCallback(keras.callbacks.Callback):
         optimizer = self.model.optimizer
         # Under mixed precision the inner optimizer receives the unscaled gradients.
         self._optimizer = getattr(optimizer, "inner_optimizer", optimizer)
-        self._norm_sum, self._norm_max, self._steps = (
-            self._optimizer.add_variable((), initializer="zeros", dtype="float32", name=f"gradient_norm_{name}")
-            for name in ("sum", "max", "steps")
-        )
-        self._group_sums = {name: self._optimizer.add_variable((), initializer="zeros", dtype="float32",
-                                                               name=f"gradient_norm_group_{i}")
-                            for i, name in enumerate(self.groups)}
         trainable = list(self.model.trainable_variables)
         paths = [variable.path for variable in trainable]
         unmatched = [name for name, prefix in self.groups.items() if not any(_in_group(p, prefix) for p in paths)]
         if unmatched:
             raise ValueError(f"`groups` {unmatched} match no trainable weight of the model; its weights' paths "
                              f"begin with {sorted({p.split('/')[0] + '/' for p in paths})}")
+        self._norm_sum, self._norm_max, self._steps, *group_sums = _keras_workarounds.add_step_variables(
+            optimizer, [f"gradient_norm_{name}" for name in ("sum", "max", "steps")]
+            + [f"gradient_norm_group_{i}" for i in range(len(self.groups))])
+        self._group_sums = dict(zip(self.groups, group_sums))
         _keras_workarounds.watch_gradients(self._optimizer, functools.partial(self._measure, trainable))
 
     def _measure(self, trainable, grads, trainable_variables):
@@ -102,5 +100,5 @@ class GradientNormCallback(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         _keras_workarounds.unwatch_gradients(self._optimizer)
-        _keras_workarounds.forget_optimizer_variables(
-            self._optimizer, (self._norm_sum, self._norm_max, self._steps, *self._group_sums.values()))
+        _keras_workarounds.remove_step_variables(
+            self.model.optimizer, (self._norm_sum, self._norm_max, self._steps, *self._group_sums.values()))

@@ -1,6 +1,7 @@
 """GradientNormCallback: the global gradient norm per epoch in the training logs, on every backend."""
 
 import csv
+import warnings
 
 import keras
 import numpy as np
@@ -84,3 +85,49 @@ def test_groups_log_the_norm_of_their_own_weights_gradients():
         model.fit(X, Y, epochs=1, verbose=0, callbacks=[GradientNormCallback(groups={"c": "third/"})])
     with pytest.raises(TypeError, match="`groups` must be None or a dict"):
         GradientNormCallback(groups=["first/"])
+
+
+@pytest.mark.parametrize("dtype_policy", ["float32", "mixed_float16"])
+def test_a_model_saved_during_fit_loads_into_a_fresh_one_with_its_whole_optimizer_state(tmp_path, dtype_policy):
+    """The running sums live in the optimizer during fit, but a checkpoint written then is the optimizer of a fresh
+    model: it loads without "Skipping variable loading for optimizer" and keeps Adam's moments (and, under mixed
+    precision, the loss scale)."""
+    def build():
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3, dtype=dtype_policy),
+                                  keras.layers.Dense(1, dtype="float32")])
+        optimizer = keras.optimizers.Adam(0.01)
+        if dtype_policy == "mixed_float16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        model.compile(optimizer, "mean_squared_error")
+        return model
+
+    class SaveAfterFirstEpoch(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 0:
+                self.model.save(tmp_path / "checkpoint.keras")
+                saved.extend(keras.ops.convert_to_numpy(v) for v in self.model.optimizer.variables
+                             if "gradient_norm" not in v.path)
+
+    saved = []
+    model = build()
+    model.fit(X, Y, batch_size=1, epochs=2, verbose=0,
+              callbacks=[GradientNormCallback(groups={"first": "dense"}), SaveAfterFirstEpoch()])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = keras.saving.load_model(tmp_path / "checkpoint.keras")
+    assert [str(w.message) for w in caught if "optimizer" in str(w.message)] == []
+    assert len(loaded.optimizer.variables) == len(build_and_train_once(build).optimizer.variables) == len(saved)
+    # One epoch of 3 steps (under mixed precision a step whose gradients overflow the first loss scale is skipped)
+    assert float(keras.ops.convert_to_numpy(loaded.optimizer.iterations)) >= 2
+    for kept, expected in zip(loaded.optimizer.variables, saved):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(kept), expected)
+    # And after fit the optimizer saves and loads as its class does again.
+    for optimizer in (model.optimizer, getattr(model.optimizer, "inner_optimizer", model.optimizer)):
+        assert optimizer.save_own_variables.__func__ is type(optimizer).save_own_variables
+        assert optimizer.load_own_variables.__func__ is type(optimizer).load_own_variables
+
+
+def build_and_train_once(build):
+    model = build()
+    model.fit(X, Y, batch_size=3, epochs=1, verbose=0)
+    return model
