@@ -121,7 +121,7 @@ class PlannedWarmupCosine(keras.optimizers.schedules.LearningRateSchedule):
     def __init__(self, peak, total_steps, warmup_fraction=0.1):
         self.peak = float(peak)
         self.warmup_fraction = float(warmup_fraction)
-        self.total_steps = keras.Variable(max(int(total_steps), 1), dtype="int64", trainable=False,
+        self.total_steps = keras.Variable(max(int(total_steps), 1), dtype="int32", trainable=False,
                                           name="planned_total_steps")
 
     def plan(self, total_steps):

@@ -1,3 +1,5 @@
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -82,3 +84,13 @@ def test_planned_warmup_cosine_is_keras_warmup_cosine_until_replanned():
     np.testing.assert_allclose(values, [0.0, 0.5, 1.0, 0.5, 0.0, 0.0], atol=1e-6)
     restored = PlannedWarmupCosine.from_config(schedule.get_config())
     assert restored.get_config() == {"peak": 1.0, "total_steps": 20, "warmup_fraction": 0.1}
+
+
+@pytest.mark.every_backend  # JAX has no int64 unless told so: the planned length is an int32, and warns nothing
+def test_planned_warmup_cosine_warns_nothing_on_any_backend():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # JAX's "int64 ... will be truncated to int32" was one
+        schedule = PlannedWarmupCosine(1.0, total_steps=100)
+        schedule.plan(2**31 - 1)  # the largest plan an int32 holds: about 2 billion steps
+        value = schedule(10)
+    assert 0.0 < float(keras.ops.convert_to_numpy(value)) < 1e-6
