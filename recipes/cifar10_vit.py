@@ -284,7 +284,9 @@ def main(argv=None, extra_callbacks=()):
                                        args.image_size))
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), kind="image",
                                      class_names=class_names, every_n_epochs=max(1, args.epochs // 10), html=True)]
-    budget = [TimeBudget(args.time_budget, schedule)] if args.time_budget else []
+    # The budget's state is kept with the backup: a resumed run goes on with the rest of it and the same plan.
+    budget_state = os.path.join(output_dir, runs.BACKUP, "time_budget.json")
+    budget = [TimeBudget(args.time_budget, schedule, state_path=budget_state)] if args.time_budget else []
     extra = budget + [ExpectedTime(steps)] + (pictures if args.attention_maps else []) + list(extra_callbacks)
     callbacks = fitting.standard_callbacks(output_dir, extra)
     fit_started = time.time()

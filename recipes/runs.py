@@ -35,7 +35,7 @@ from keras_tfm.callbacks.backup_and_restore import backed_up_epochs
 RUN_FILE = "run.json"
 LOCK_FILE = "run.lock"
 FINISHED = "summary.json"  # written last by `common.finish`: its presence means the run is complete
-BACKUP = "backup"  # keras_tfm's BackupAndRestore: the last finished epochs, and training_metadata.json
+BACKUP = "backup"  # BackupAndRestore's last finished epochs and training_metadata.json; a TimeBudget's state
 # What a full or protected disk raises: the run ends with one line, its last good state kept
 WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 _NOT_RECORDED = {"argv", "output_dir", "overwrite"}  # where the run is, not how it trains

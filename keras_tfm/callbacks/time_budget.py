@@ -2,10 +2,14 @@
 those epochs, so that a one-hour run is a proper short schedule, not the first hour of a long one (the recipes'
 `--time-budget`)."""
 
+import json
 import numbers
+import os
 import time
 
 import keras
+
+from keras_tfm import files
 
 
 class TimeBudget(keras.callbacks.Callback):
@@ -27,8 +31,14 @@ class TimeBudget(keras.callbacks.Callback):
     learning rate rises only a little; later, faster epochs end the run early with the decay complete rather than
     raising the learning rate again. If an epoch still passes the budget,
     training stops at its end. The first epoch itself runs on the schedule made before (`--epochs` long), which
-    only makes its warm-up slower. A resumed run gets the whole budget again. `plans` lists `(epochs done,
-    epochs planned)` for the first plan and every change. A jitted JAX step is traced and compiled again for
+    only makes its warm-up slower. `plans` lists `(epochs done, epochs planned)` for the first plan and every
+    change.
+
+    With `state_path`, an interrupted run goes on with the rest of its budget, not a new one: after every epoch the
+    seconds used, the plan and the epochs' durations are written to that JSON file, and a `fit` that begins at a
+    later epoch (resumed by a `BackupAndRestore`) reads them back for that epoch before its first step. So the
+    schedule goes on along the plan it had, and the budget counts the time trained before the interruption (not
+    the time between the two runs). A jitted JAX step is traced and compiled again for
     each plan (it reads the planned length as a constant); the other backends read it from a variable.
 
     Args:
@@ -37,6 +47,8 @@ class TimeBudget(keras.callbacks.Callback):
             only stop.
         clock: a function returning seconds (tests pass a fake one).
         verbose: whether to print the plan.
+        state_path: None, or a JSON file (its folder is created when needed) that lets a resumed `fit` go on with
+            the budget and plan of the run it resumes. Keep it with the backup it belongs to.
 
     Example:
 
@@ -45,17 +57,20 @@ class TimeBudget(keras.callbacks.Callback):
     >>> model.fit(x, y, epochs=100, callbacks=[TimeBudget(60, schedule)])  # doctest: +SKIP
     """
 
-    def __init__(self, minutes, schedule=None, clock=time.monotonic, verbose=True):
+    def __init__(self, minutes, schedule=None, clock=time.monotonic, verbose=True, state_path=None):
         super().__init__()
         if isinstance(minutes, bool) or not isinstance(minutes, numbers.Real) or not minutes > 0:
             raise ValueError(f"`minutes` must be a positive number. Received: minutes={minutes!r}")
         if schedule is not None and not callable(getattr(schedule, "plan", None)):
             raise TypeError("`schedule` must have a `plan(total_steps)` method (a PlannedWarmupCosine) or be None. "
                             f"Received: schedule={schedule!r}")
+        if state_path is not None and (not isinstance(state_path, (str, os.PathLike)) or not os.fspath(state_path)):
+            raise TypeError(f"`state_path` must be None or a file's path. Received: state_path={state_path!r}")
         self.minutes = minutes
         self.schedule = schedule
         self.clock = clock
         self.verbose = verbose
+        self.state_path = None if state_path is None else os.fspath(state_path)
         self.planned_epochs = None
 
     async_safe = True  # it reads the clock only: Keras may run it on a helper thread, the step never waits
@@ -66,8 +81,13 @@ class TimeBudget(keras.callbacks.Callback):
         self.plans = []
         self.durations = []  # seconds of each epoch of this fit, end to end (the first without its tracing step)
         self.fit_epochs = self.params.get("epochs") if self.params else None  # before a plan replaces it
+        self.resumed_at = None  # the epochs done before this fit, once its first epoch begins
 
     def on_epoch_begin(self, epoch, logs=None):
+        if self.resumed_at is None:  # the first epoch of this fit: later than 0 when a backup was restored
+            self.resumed_at = epoch
+            if epoch > 0 and self.state_path is not None:
+                self._resume(epoch)
         self.epoch_started = self.clock()
         self.first = self.last = None  # (step index, time) of the first and the last finished step seen
 
@@ -104,16 +124,8 @@ class TimeBudget(keras.callbacks.Callback):
         longer = not first and fitting > self.planned_epochs and epoch + 1 <= self.planned_epochs // 2
         if first or fitting < self.planned_epochs or longer:
             change = "lengthened" if longer else "shortened"
-            self.planned_epochs = fitting
             self.plans.append((epoch + 1, fitting))
-            if self.params is not None:  # the callbacks' shared params: a progress line that reads them counts the plan
-                self.params["epochs"] = fitting
-            if self.schedule is not None:
-                self.schedule.plan(fitting * self.steps)
-                if keras.backend.backend() == "jax" and getattr(self.model, "jit_compile", False):
-                    # A jitted JAX step receives only the model's, optimizer's and metrics' variables; it read
-                    # the schedule's planned length as a constant when it was traced. Trace it again.
-                    self.model.make_train_function(force=True)
+            self._plan(fitting)
             if self.verbose and first:
                 print(f"time budget {self.minutes:g} min: {elapsed:.0f} s used by the first epoch, about "
                       f"{pace:.0f} s per epoch from now on, so training is planned for {fitting} "
@@ -121,5 +133,53 @@ class TimeBudget(keras.callbacks.Callback):
             elif self.verbose:
                 print(f"time budget {self.minutes:g} min: epochs take {pace:.0f} s on average, so the plan is "
                       f"{change} to {fitting} epochs ({elapsed:.0f} s used)")
+        if self.state_path is not None:
+            self._record(epoch + 1, elapsed)
         if elapsed >= budget or epoch + 1 >= self.planned_epochs:
             self.model.stop_training = True
+
+    def _plan(self, epochs):
+        """Training ends after `epochs` epochs, and the schedule decays to 0 at the end of the last."""
+        self.planned_epochs = epochs
+        if self.params is not None:  # the callbacks' shared params: a progress line that reads them counts the plan
+            self.params["epochs"] = epochs
+        if self.schedule is not None:
+            self.schedule.plan(epochs * self.steps)
+            if keras.backend.backend() == "jax" and getattr(self.model, "jit_compile", False):
+                # A jitted JAX step receives only the model's, optimizer's and metrics' variables; it read the
+                # schedule's planned length as a constant when it was traced. Trace it again.
+                self.model.make_train_function(force=True)
+
+    def _record(self, done, elapsed):
+        """Writes the state after `done` epochs into `state_path`, beside that of the epochs before (a resume
+        reads the one of the epoch its backup restores)."""
+        state = self._read_state() or {}
+        state[str(done)] = {"seconds": elapsed, "steps": self.steps, "planned_epochs": self.planned_epochs,
+                            "plans": self.plans, "durations": self.durations}
+        os.makedirs(os.path.dirname(os.path.abspath(self.state_path)), exist_ok=True)
+        files.write_json(self.state_path, state)
+
+    def _read_state(self):
+        try:
+            with open(self.state_path) as file:
+                state = json.load(file)
+            return state if isinstance(state, dict) else None
+        except (OSError, ValueError):
+            return None
+
+    def _resume(self, done):
+        """Goes on from the state recorded after `done` epochs, if there is one."""
+        entry = (self._read_state() or {}).get(str(done))
+        if not isinstance(entry, dict):
+            if self.verbose:
+                print(f"time budget {self.minutes:g} min: {self.state_path} has no record of epoch {done}, so "
+                      f"the budget counts from now and the plan is made again after this epoch")
+            return
+        self.started = self.clock() - entry["seconds"]
+        self.previous_end = self.clock()
+        self.steps, self.durations = entry["steps"], list(entry["durations"])
+        self.plans = [tuple(plan) for plan in entry["plans"]]
+        self._plan(entry["planned_epochs"])
+        if self.verbose:
+            print(f"time budget {self.minutes:g} min: resumed after epoch {done}, {entry['seconds']:.0f} s of it "
+                  f"used; training is planned for {self.planned_epochs} epochs of {self.steps} steps")

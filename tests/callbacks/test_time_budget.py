@@ -5,7 +5,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tfm.callbacks import TimeBudget
+from keras_tfm.callbacks import BackupAndRestore, TimeBudget
 from keras_tfm.schedules import PlannedWarmupCosine
 
 # Keras' fit loop with a callback and a schedule, the same on every backend; the test that needs each backend's
@@ -148,6 +148,80 @@ def test_time_budget_never_plans_more_than_the_fit_epochs_nor_less_than_one():
         TimeBudget(True)
     with pytest.raises(TypeError, match=r"`schedule` must have a `plan\(total_steps\)` method.*schedule=0.001"):
         TimeBudget(5, schedule=1e-3)  # a learning rate, not a schedule that can be planned
+    with pytest.raises(TypeError, match=r"`state_path` must be None or a file's path. Received: state_path=5"):
+        TimeBudget(5, state_path=5)
+
+
+class _Crash(Exception):
+    pass
+
+
+class _CrashAt(keras.callbacks.Callback):
+    """Stops the process's `fit` as a crash would, as epoch `epoch` (0-based) begins."""
+
+    def __init__(self, epoch):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == self.epoch:
+            raise _Crash()
+
+
+@pytest.mark.every_backend  # the jitted JAX step is traced again for the plan the resumed fit reads back
+def test_a_resumed_run_goes_on_with_the_rest_of_its_budget_and_its_plan(tmp_path):
+    """Interrupted after its second epoch and resumed from its backup ten hours later, a run under a time budget
+    trains what the uninterrupted run trains: the same plans, epochs and learning rate at every step. The budget
+    counts the 100 s trained before the interruption, not the hours between, and the schedule keeps its plan from
+    the resumed run's first step (a new budget would plan the rest from 60 s epochs: 3 + 4 = 7 epochs; and its
+    first epoch would run on the 50-epoch schedule made at the start)."""
+    state = tmp_path / "backup" / "time_budget.json"
+
+    def run(crash_at=None, hours_later=0, folder="backup"):
+        schedule = PlannedWarmupCosine(0.1, total_steps=200, warmup_fraction=0.25)
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False,
+                                                                        kernel_initializer="zeros")])
+        # Every step's gradient is 1: SGD moves the weight by the learning rate each step used.
+        model.compile(optimizer=keras.optimizers.SGD(schedule), loss=lambda y, p: keras.ops.mean(p))
+        clock = FakeClock([10.0, 15.0])  # 40 s, then 60 s epochs
+        clock.now += 3600.0 * hours_later
+        budget = TimeBudget(5, schedule, clock=clock, verbose=False, state_path=tmp_path / folder / state.name)
+        callbacks = [clock.callback(), budget, BackupAndRestore(tmp_path / folder, delete_backup=False)]
+        x = np.ones((32, 1), "float32")
+        try:
+            history = model.fit(x, x, batch_size=8, epochs=50, shuffle=False, verbose=0,
+                                callbacks=callbacks + ([_CrashAt(crash_at)] if crash_at else []))
+        except _Crash:
+            history = None
+        return model, budget, schedule, history
+
+    whole, whole_budget, whole_schedule, _ = run(folder="uninterrupted")
+    assert whole_budget.plans == [(1, 7), (2, 6), (3, 5)]  # (the plans of the test with slower epochs above)
+    run(crash_at=2)  # two epochs, 100 s, backed up; then the process dies
+    resumed, budget, schedule, history = run(hours_later=10)
+    assert history.epoch == [2, 3, 4]  # the last three of the five
+    assert budget.plans == whole_budget.plans and budget.planned_epochs == 5
+    assert budget.durations == whole_budget.durations == [40.0, 60.0, 60.0, 60.0, 60.0]
+    assert int(keras.ops.convert_to_numpy(schedule.total_steps)) == 20
+    assert int(keras.ops.convert_to_numpy(resumed.optimizer.iterations)) == 20
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(resumed.weights[0]),
+                               keras.ops.convert_to_numpy(whole.weights[0]), rtol=1e-6)
+
+
+def test_a_resume_without_a_record_of_its_epoch_budgets_afresh_and_says_so(tmp_path, capsys):
+    """A state file that lost the epoch the backup restores (or a run begun without `state_path`): the resumed fit
+    plans from its own first epoch, as before, and prints why."""
+    schedule = PlannedWarmupCosine(0.1, total_steps=200)
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(schedule), loss="mse")
+    clock = FakeClock([10.0])
+    state = tmp_path / "time_budget.json"
+    state.write_text('{"1": {"seconds": 40.0}}')
+    budget = TimeBudget(3, schedule, clock=clock, state_path=state)
+    x = np.ones((32, 1), "float32")
+    model.fit(x, x, batch_size=8, epochs=50, initial_epoch=2, callbacks=[clock.callback(), budget], verbose=0)
+    assert f"{state} has no record of epoch 2, so the budget counts from now" in capsys.readouterr().out
+    assert budget.plans == [(3, 6)]  # 40 s epochs in 3 minutes: 4 from the resumed one on
 
 
 @pytest.mark.every_backend  # the jitted JAX step is the case that needs TimeBudget's retrace
