@@ -82,6 +82,7 @@ class TimeBudget(keras.callbacks.Callback):
         self.durations = []  # seconds of each epoch of this fit, end to end (the first without its tracing step)
         self.fit_epochs = self.params.get("epochs") if self.params else None  # before a plan replaces it
         self.resumed_at = None  # the epochs done before this fit, once its first epoch begins
+        self._states = {}  # what `state_path` holds: {epochs done: state}, of this run only
 
     def on_epoch_begin(self, epoch, logs=None):
         if self.resumed_at is None:  # the first epoch of this fit: later than 0 when a backup was restored
@@ -151,30 +152,29 @@ class TimeBudget(keras.callbacks.Callback):
                 self.model.make_train_function(force=True)
 
     def _record(self, done, elapsed):
-        """Writes the state after `done` epochs into `state_path`, beside that of the epochs before (a resume
-        reads the one of the epoch its backup restores)."""
-        state = self._read_state() or {}
-        state[str(done)] = {"seconds": elapsed, "steps": self.steps, "planned_epochs": self.planned_epochs,
-                            "plans": self.plans, "durations": self.durations}
+        """Writes the state after `done` epochs into `state_path`, beside that of the two epochs before: a resume
+        reads the one of the epoch its backup restores (the newest, or the one before where that file is damaged)."""
+        self._states[str(done)] = {"seconds": elapsed, "steps": self.steps, "planned_epochs": self.planned_epochs,
+                                   "plans": self.plans, "durations": self.durations}
+        self._states = {key: value for key, value in self._states.items() if int(key) >= done - 2}
         os.makedirs(os.path.dirname(os.path.abspath(self.state_path)), exist_ok=True)
-        files.write_json(self.state_path, state)
-
-    def _read_state(self):
-        try:
-            with open(self.state_path) as file:
-                state = json.load(file)
-            return state if isinstance(state, dict) else None
-        except (OSError, ValueError):
-            return None
+        files.write_json(self.state_path, self._states)
 
     def _resume(self, done):
         """Goes on from the state recorded after `done` epochs, if there is one."""
-        entry = (self._read_state() or {}).get(str(done))
+        try:
+            with open(self.state_path) as file:
+                states = json.load(file)
+        except (OSError, ValueError):
+            states = None
+        entry = states.get(str(done)) if isinstance(states, dict) else None
         if not isinstance(entry, dict):
             if self.verbose:
                 print(f"time budget {self.minutes:g} min: {self.state_path} has no record of epoch {done}, so "
                       f"the budget counts from now and the plan is made again after this epoch")
             return
+        # The epochs recorded after `done` belong to the interrupted run's lost epochs: they are trained again.
+        self._states = {key: value for key, value in states.items() if key.isdigit() and int(key) <= done}
         self.started = self.clock() - entry["seconds"]
         self.previous_end = self.clock()
         self.steps, self.durations = entry["steps"], list(entry["durations"])

@@ -1,6 +1,8 @@
 """`keras_tfm.callbacks.TimeBudget`: the epochs that fit in a budget and a schedule planned for them, on a fake
 clock (seconds pass only when a batch trains), so the plans are exact and the tests take no real time."""
 
+import json
+
 import keras
 import numpy as np
 import pytest
@@ -206,6 +208,8 @@ def test_a_resumed_run_goes_on_with_the_rest_of_its_budget_and_its_plan(tmp_path
     assert int(keras.ops.convert_to_numpy(resumed.optimizer.iterations)) == 20
     np.testing.assert_allclose(keras.ops.convert_to_numpy(resumed.weights[0]),
                                keras.ops.convert_to_numpy(whole.weights[0]), rtol=1e-6)
+    # The file keeps the last three epochs' states: enough for a backup that falls back to the epoch before.
+    assert sorted(json.loads(state.read_text())) == ["3", "4", "5"]
 
 
 def test_a_resume_without_a_record_of_its_epoch_budgets_afresh_and_says_so(tmp_path, capsys):
