@@ -211,6 +211,37 @@ def test_validation_is_on_held_out_training_images_and_the_budget_plans_the_run(
     assert "error: --validation-images 40: `validation_images` must be an integer in [0, 40)" in capsys.readouterr().err
 
 
+class _Crash(Exception):
+    pass
+
+
+class _CrashAtSecondEpoch(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == 1:
+            raise _Crash()
+
+
+def test_a_budgeted_run_resumed_after_a_crash_goes_on_with_its_budget_and_plan(tmp_path, monkeypatch, capsys):
+    """The budget's state is kept with the backup: the resumed run reads the plan made in its first epoch (and the
+    seconds it used) instead of planning a new 30 minutes from its own first epoch."""
+    _fake_split(monkeypatch, {})
+    run = tmp_path / "run"
+    argv = ["--preset", "tiny", "--epochs", "3", "--batch-size", "16", "--validation-images", "10", "--time-budget",
+            "30", "--no-attention-maps", "--output-dir", str(run)]
+    with pytest.raises(_Crash):
+        cifar10_vit.main(argv, extra_callbacks=[_CrashAtSecondEpoch()])
+    with open(run / "backup" / "time_budget.json") as file:
+        state = json.load(file)
+    assert list(state) == ["1"] and state["1"]["planned_epochs"] == 3 and state["1"]["steps"] == 2
+    capsys.readouterr()
+    summary = cifar10_vit.main(argv)
+    out = capsys.readouterr().out
+    assert f"resumed after epoch 1, {state['1']['seconds']:.0f} s of it used; training is planned for 3 epochs" in out
+    assert "used by the first epoch" not in out  # no new plan from the resumed run's first epoch
+    assert summary["metrics"]["epochs_trained"] == 2  # this process's epochs: the second and the third
+    assert not (run / "backup").exists()  # the finished run keeps no resume state
+
+
 def test_without_data_or_network_the_recipe_answers_at_once(network_unreachable, tmp_path, capsys):
     pytest.importorskip("tensorflow_datasets")
     with pytest.raises(SystemExit) as exit_info:
