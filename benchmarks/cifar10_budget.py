@@ -4,6 +4,10 @@ Side by side in one process, one after another, on the same machine and the same
 
 * `ours`: the recipe itself, `recipes.cifar10_vit --preset cifar10_cpu --time-budget MINUTES`, as a user runs
   it (warm-up + cosine schedule planned for the epochs that fit; the weights of the last epoch are scored).
+* `deit_tiny`: DeiT-tiny (Touvron et al. 2021; timm's `deit_tiny_patch16_224`: width 192, 12 blocks of 3 heads,
+  a [CLS] token, 5.5M weights) from scratch on the same pipeline: the recipe again, with the `ViT-Ti/16` preset on
+  4x4 patches (64 tokens) and DeiT's training recipe where the recipe has it (`RECIPE_MODELS`). Left out: DeiT's
+  random erasing, repeated augmentation and 5 warm-up epochs (the recipe warms up over its first tenth).
 * `keras_io_vit`: "Image classification with Vision Transformer" (Khalid Salama, keras.io), re-implemented
   from the page's description: images resized to 72x72 in the model, 6x6 patches (144), a linear projection
   plus a learned position embedding, 8 pre-norm blocks of `keras.layers.MultiHeadAttention` (4 heads, key size
@@ -46,8 +50,8 @@ validation accuracy; per model the test accuracy.
         --plot cifar10_budget.png
     python benchmarks/cifar10_budget.py --image-dir /tmp/cifar10 --minutes 60 --models keras_io_cct   # one model
 
-The models share the machine only in turn, never at once; a `--models` subset runs one of them alone (three
-60-minute runs take three hours either way). Reports of runs made apart, with the same budget, seed and images,
+The models share the machine only in turn, never at once; a `--models` subset runs one of them alone (four
+60-minute runs take four hours either way). Reports of runs made apart, with the same budget, seed and images,
 are joined into one table, JSON and plot without training anything:
 
     python benchmarks/cifar10_budget.py --merge ours.json keras_io_cct.json --output cifar10_budget.json \\
@@ -65,11 +69,22 @@ import time
 
 from recipes import flags
 
-MODELS = ("ours", "keras_io_vit", "keras_io_cct")
+MODELS = ("ours", "deit_tiny", "keras_io_vit", "keras_io_cct")
 DESCRIPTIONS = {
     "ours": "recipes.cifar10_vit --preset cifar10_cpu --time-budget",
+    "deit_tiny": "DeiT-tiny's sizes and training recipe, through recipes.cifar10_vit",
     "keras_io_vit": "keras.io ViT example (Salama), re-implemented",
     "keras_io_cct": "keras.io CCT example (Paul), re-implemented",
+}
+# The model flags of each run of the recipe: ours as users run it; DeiT-tiny (Touvron et al. 2021, timm's
+# `deit_tiny_patch16_224`: width 192, 12 blocks of 3 heads, a [CLS] token) on 4x4 patches of the 32x32 images, with
+# DeiT's training recipe where the recipe has it: RandAugment of magnitude 9 (of 10), MixUp 0.8, CutMix 1.0, label
+# smoothing 0.1, stochastic depth 0.1, AdamW with weight decay 0.05 and a peak learning rate of 5e-4 x batch / 512.
+RECIPE_MODELS = {
+    "ours": ["--preset", "cifar10_cpu"],
+    "deit_tiny": ["--preset", "ViT-Ti/16", "--patch-size", "4", "--randaugment", "0.9", "--mixup", "0.8",
+                  "--cutmix", "1.0", "--label-smoothing", "0.1", "--drop-path", "0.1", "--weight-decay", "0.05",
+                  "--learning-rate", str(5e-4 * 128 / 512)],
 }
 # The two versions of the keras.io ViT page: the width of the tokens and the sizes of each block's MLP.
 KERAS_IO_VIT_VERSIONS = {"2021": dict(width=64, block_mlp=(128, 64)), "current": dict(width=256, block_mlp=(512, 256))}
@@ -332,13 +347,13 @@ def train_keras_io(name, args, data, run_dir):
             "path": {"dtype_policy": policy, "jit_compile": jit_compile}}
 
 
-def train_ours(args, run_dir):
-    """The recipe as users run it, with the same images, seed and budget."""
+def train_recipe(name, args, run_dir):
+    """The recipe as users run it, with `RECIPE_MODELS[name]`'s flags and the same images, seed and budget."""
     from recipes import cifar10_vit
 
-    output_dir = os.path.join(run_dir, "ours")
+    output_dir = os.path.join(run_dir, name)
     shutil.rmtree(output_dir, ignore_errors=True)  # never resume an earlier benchmark's run
-    argv = ["--preset", "cifar10_cpu", "--time-budget", str(args.minutes), "--image-dir", args.image_dir,
+    argv = RECIPE_MODELS[name] + ["--time-budget", str(args.minutes), "--image-dir", args.image_dir,
             "--seed", str(args.seed), "--validation-images", str(args.validation_images),
             "--output-dir", output_dir, "--no-attention-maps"]
     if args.train_images:
@@ -458,7 +473,7 @@ def main(argv=None):
     load_at_start = os.getloadavg()  # other work on the machine slows every model; the JSON says how much there was
     run_dir = args.run_dir or tempfile.mkdtemp(prefix="cifar10_budget_")
     os.makedirs(run_dir, exist_ok=True)
-    data = load_data(args) if set(args.models) - {"ours"} else None  # ours loads its own, the same way
+    data = load_data(args) if set(args.models) - set(RECIPE_MODELS) else None  # the recipe loads its own, the same way
     results = {}
 
     def write_report():  # after every model, so that a later model's failure loses none of the earlier runs
@@ -478,7 +493,8 @@ def main(argv=None):
     for name in args.models:
         started = time.monotonic()
         print(f"\n=== {name}: {DESCRIPTIONS[name]}, {args.minutes:g} minutes ===", flush=True)
-        results[name] = train_ours(args, run_dir) if name == "ours" else train_keras_io(name, args, data, run_dir)
+        results[name] = (train_recipe(name, args, run_dir) if name in RECIPE_MODELS
+                         else train_keras_io(name, args, data, run_dir))
         results[name].update(description=DESCRIPTIONS[name], epochs_trained=len(results[name]["epochs"]),
                              wall_minutes=round((time.monotonic() - started) / 60, 2))
         report = write_report()
