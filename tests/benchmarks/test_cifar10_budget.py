@@ -16,7 +16,7 @@ def load_benchmark():
 
 
 @pytest.mark.slow
-@pytest.mark.large  # about 3 minutes on 2 cores: four models trained and scored; run before measuring
+@pytest.mark.large  # 135 s on 2 cores: four models trained and scored; run before measuring
 @pytest.mark.tensorflow_only
 def test_every_model_trains_under_the_budget_and_is_scored_once(tmp_path, capsys):
     images = write_image_folder(tmp_path / "cifar", train_per_class=6, test_per_class=2)
