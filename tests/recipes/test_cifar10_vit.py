@@ -15,6 +15,7 @@ import pytest
 from keras_tfm.data import cifar10
 from recipes import cifar10_vit
 from tests.data.samples import write_image_folder
+from tests.helpers import Interrupt, InterruptAfterFirstEpoch
 from tests.recipes.saved_models import KeepModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -211,16 +212,6 @@ def test_validation_is_on_held_out_training_images_and_the_budget_plans_the_run(
     assert "error: --validation-images 40: `validation_images` must be an integer in [0, 40)" in capsys.readouterr().err
 
 
-class _Crash(Exception):
-    pass
-
-
-class _CrashAtSecondEpoch(keras.callbacks.Callback):
-    def on_epoch_begin(self, epoch, logs=None):
-        if epoch == 1:
-            raise _Crash()
-
-
 def test_a_budgeted_run_resumed_after_a_crash_goes_on_with_its_budget_and_plan(tmp_path, monkeypatch, capsys):
     """The budget's state is kept with the backup: the resumed run reads the plan made in its first epoch (and the
     seconds it used) instead of planning a new 30 minutes from its own first epoch."""
@@ -228,8 +219,8 @@ def test_a_budgeted_run_resumed_after_a_crash_goes_on_with_its_budget_and_plan(t
     run = tmp_path / "run"
     argv = ["--preset", "tiny", "--epochs", "3", "--batch-size", "16", "--validation-images", "10", "--time-budget",
             "30", "--no-attention-maps", "--output-dir", str(run)]
-    with pytest.raises(_Crash):
-        cifar10_vit.main(argv, extra_callbacks=[_CrashAtSecondEpoch()])
+    with pytest.raises(Interrupt):
+        cifar10_vit.main(argv, extra_callbacks=[InterruptAfterFirstEpoch()])
     with open(run / "backup" / "time_budget.json") as file:
         state = json.load(file)
     assert list(state) == ["1"] and state["1"]["planned_epochs"] == 3 and state["1"]["steps"] == 2
