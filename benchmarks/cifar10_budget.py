@@ -5,7 +5,7 @@ Side by side in one process, one after another, on the same machine and the same
 * `ours`: the recipe itself, `recipes.cifar10_vit --preset cifar10_cpu --time-budget MINUTES`, as a user runs
   it (warm-up + cosine schedule planned for the epochs that fit; the weights of the last epoch are scored).
 * `deit_tiny`: DeiT-tiny (Touvron et al. 2021; timm's `deit_tiny_patch16_224`: width 192, 12 blocks of 3 heads,
-  a [CLS] token, 5.5M weights) from scratch on the same pipeline: the recipe again, with the `ViT-Ti/16` preset on
+  a [CLS] token; 5.4M weights here) from scratch on the same pipeline: the recipe again, with the `ViT-Ti/16` preset on
   4x4 patches (64 tokens) and DeiT's training recipe where the recipe has it (`RECIPE_MODELS`). Left out: DeiT's
   random erasing, repeated augmentation and 5 warm-up epochs (the recipe warms up over its first tenth).
 * `keras_io_vit`: "Image classification with Vision Transformer" (Khalid Salama, keras.io), re-implemented
@@ -473,7 +473,7 @@ def main(argv=None):
     load_at_start = os.getloadavg()  # other work on the machine slows every model; the JSON says how much there was
     run_dir = args.run_dir or tempfile.mkdtemp(prefix="cifar10_budget_")
     os.makedirs(run_dir, exist_ok=True)
-    data = load_data(args) if set(args.models) - set(RECIPE_MODELS) else None  # the recipe loads its own, the same way
+    data = load_data(args) if set(args.models) - set(RECIPE_MODELS) else None  # the recipe loads its own alike
     results = {}
 
     def write_report():  # after every model, so that a later model's failure loses none of the earlier runs
