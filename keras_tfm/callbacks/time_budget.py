@@ -154,8 +154,9 @@ class TimeBudget(keras.callbacks.Callback):
     def _record(self, done, elapsed):
         """Writes the state after `done` epochs into `state_path`, beside that of the two epochs before: a resume
         reads the one of the epoch its backup restores (the newest, or the one before where that file is damaged)."""
+        # Copies: the lists grow with later epochs, and this entry must keep them as they are now.
         self._states[str(done)] = {"seconds": elapsed, "steps": self.steps, "planned_epochs": self.planned_epochs,
-                                   "plans": self.plans, "durations": self.durations}
+                                   "plans": list(self.plans), "durations": list(self.durations)}
         self._states = {key: value for key, value in self._states.items() if int(key) >= done - 2}
         os.makedirs(os.path.dirname(os.path.abspath(self.state_path)), exist_ok=True)
         files.write_json(self.state_path, self._states)

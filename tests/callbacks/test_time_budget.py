@@ -208,8 +208,12 @@ def test_a_resumed_run_goes_on_with_the_rest_of_its_budget_and_its_plan(tmp_path
     assert int(keras.ops.convert_to_numpy(resumed.optimizer.iterations)) == 20
     np.testing.assert_allclose(keras.ops.convert_to_numpy(resumed.weights[0]),
                                keras.ops.convert_to_numpy(whole.weights[0]), rtol=1e-6)
-    # The file keeps the last three epochs' states: enough for a backup that falls back to the epoch before.
-    assert sorted(json.loads(state.read_text())) == ["3", "4", "5"]
+    # The file keeps the last three epochs' states: enough for a backup that falls back to the epoch before. Each
+    # is the state after its own epoch (a resume from the epoch before must not see the later epochs' times).
+    states = json.loads(state.read_text())
+    assert sorted(states) == ["3", "4", "5"]
+    assert [len(states[key]["durations"]) for key in ("3", "4", "5")] == [3, 4, 5]
+    assert states["3"]["plans"] == [[1, 7], [2, 6], [3, 5]] and states["3"]["seconds"] == 160.0
 
 
 def test_a_resume_without_a_record_of_its_epoch_budgets_afresh_and_says_so(tmp_path, capsys):
