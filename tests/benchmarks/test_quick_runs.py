@@ -102,3 +102,22 @@ def test_the_scoring_benchmark_counts_positions_and_times_both_paths(tmp_path, c
     assert real <= tight <= recipe <= padded, result["positions"]
     assert min(result["reviews_per_second"].values()) > 0
     assert "XLA / graph:" in capsys.readouterr().out
+
+
+def test_the_timm_fine_tune_reference_follows_the_recipes_schedule():
+    """benchmarks/cifar10_timm_finetune.py (timm's fine-tune of the checkpoint beside `cifar10_vit --pretrained`)
+    sets PyTorch's learning rate at every step from its own copy of the recipe's schedule; it must be
+    `PlannedWarmupCosine`'s, warm-up and cosine alike. (The script itself needs timm, which CI does not install:
+    timm needs torchvision, whose wheels here are built for CUDA, not for CI's CPU-only torch.)"""
+    import keras
+    import numpy as np
+
+    from keras_tfm.schedules import PlannedWarmupCosine
+
+    reference = load_script("benchmarks/cifar10_timm_finetune.py")
+    for total, fraction in ((704, 0.1), (37, 0.25), (5, 0.0)):
+        ours = PlannedWarmupCosine(1e-4, total, fraction)
+        theirs = reference.warmup_cosine(1e-4, total, fraction)
+        steps = np.arange(total + 2)
+        expected = keras.ops.convert_to_numpy(ours(keras.ops.convert_to_tensor(steps)))
+        np.testing.assert_allclose([theirs(int(step)) for step in steps], expected, rtol=1e-5, atol=1e-10)  # float32 near 0
