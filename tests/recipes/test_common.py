@@ -285,7 +285,8 @@ def test_without_a_measured_path_bfloat16_is_chosen_by_measuring_products(bfloat
     common.setup(args, "reverse_digits")
     # The products are measured as the step runs them: through XLA with --jit; as Keras' "auto" runs them on a
     # CPU otherwise (jax.jit on JAX: matmul_gflops does that itself).
-    assert measured == [bool(flags)] * 2 and args.jit == (True if flags else "auto")
+    rounds = 3 if bfloat16_speedup >= 2 else 1  # bfloat16 is confirmed before it is chosen
+    assert measured == [bool(flags)] * 2 * rounds and args.jit == (True if flags else "auto")
     chosen = "mixed_bfloat16" if bfloat16_speedup >= 2 else "float32"
     assert keras.config.dtype_policy().name == chosen
     assert args.mixed_precision == ("bfloat16" if bfloat16_speedup >= 2 else None)  # what summary.json records
