@@ -124,8 +124,10 @@ class TimmTrainer:
 
         self.torch, self.model, self.args = torch, model, args
         trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-        exempt = [p for name, p in trainable if p.ndim <= 1 or name in ("pos_embed", "cls_token")]
-        decayed = [p for name, p in trainable if not (p.ndim <= 1 or name in ("pos_embed", "cls_token"))]
+        # The recipe's rule (`WeightDecayPolicy`): rank 0-1 weights and the tables `no_weight_decay` names are exempt.
+        decays = {name: p.ndim > 1 and name not in ("pos_embed", "cls_token") for name, p in trainable}
+        decayed = [p for name, p in trainable if decays[name]]
+        exempt = [p for name, p in trainable if not decays[name]]
         self.parameters = [p for _, p in trainable]
         self.optimizer = torch.optim.AdamW([{"params": decayed, "weight_decay": args.weight_decay},
                                             {"params": exempt, "weight_decay": 0.0}],
@@ -170,9 +172,12 @@ class TimmTrainer:
 
 
 def recipe_argv(args):
+    """The `cifar10_vit` command line of the same fine-tune: the model and every optimizer setting timm's gets."""
     return ["--pretrained", args.pretrained, "--image-dir", args.image_dir, "--image-size", str(args.image_size),
             "--freeze-blocks", str(args.freeze_blocks), "--batch-size", str(args.batch_size),
-            "--epochs", str(args.epochs), "--learning-rate", str(args.learning_rate)]
+            "--epochs", str(args.epochs), "--learning-rate", str(args.learning_rate),
+            "--warmup-fraction", str(args.warmup_fraction), "--weight-decay", str(args.weight_decay),
+            "--label-smoothing", str(args.label_smoothing), "--clipnorm", str(args.clipnorm)]
 
 
 def compare_steps(args, images, one_hot, total_steps):
@@ -188,7 +193,8 @@ def compare_steps(args, images, one_hot, total_steps):
     ours = cifar10_vit.build_model(recipe_args, one_hot.shape[-1])
     schedule = PlannedWarmupCosine(recipe_args.learning_rate, total_steps, recipe_args.warmup_fraction)
     ours.compile(optimizer=fitting.adamw(recipe_args, total_steps, model=ours, schedule=schedule),
-                 loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=args.label_smoothing),
+                 loss=keras.losses.CategoricalCrossentropy(from_logits=True,
+                                                           label_smoothing=recipe_args.label_smoothing),
                  **fast_paths.compile_options(recipe_args))
     trainer = TimmTrainer(timm_model(args, one_hot.shape[-1]), args, total_steps)
     runs = {"ours": lambda: ours.train_on_batch(images, one_hot), "timm": lambda: trainer.train_step(images, one_hot)}
@@ -227,6 +233,7 @@ def main(argv=None):
     import torch
 
     from keras_tfm.data import cifar10
+    from recipes import fitting
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -240,8 +247,7 @@ def main(argv=None):
     test_images, test_labels = cifar10.to_arrays(test.take(args.test_samples) if args.test_samples else test)
     num_classes = len(class_names)
     batches = cifar10.training_pipeline(train, args.batch_size, num_classes, args.image_size, seed=args.seed)
-    steps_per_epoch = math.ceil(cifar10.num_examples(train) / args.batch_size)
-    total = args.epochs * steps_per_epoch
+    total = args.epochs * fitting.steps_per_epoch(cifar10.num_examples(train), args.batch_size)  # as the recipe
 
     if args.compare_steps:
         images, one_hot = next(batches.as_numpy_iterator())

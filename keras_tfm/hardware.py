@@ -163,10 +163,10 @@ def choose_precision(requested=None, compiled=False, speedup=2.0):
 
     Measures float32 and bfloat16 matrix products as the training step will run them (`matmul_gflops`, compiled
     or not; where bfloat16 looks faster, the best of three rounds of each): `"mixed_bfloat16"` when bfloat16 is at
-    least `speedup` times as fast (PyTorch's and TensorFlow's
-    oneDNN kernels on CPUs with AMX-BF16 units, recent GPUs), else `"float32"` (XLA's CPU code, which does not use
-    those units, and CPUs without bf16 units, where bf16 products are emulated, up to 100x slower). A `requested`
-    policy is returned as it is, with the measurement beside it.
+    least `speedup` times as fast (PyTorch's and TensorFlow's oneDNN kernels on CPUs with AMX-BF16 units, recent
+    GPUs), else `"float32"` (XLA's CPU code, which does not use those units, and CPUs without bf16 units, where bf16
+    products are emulated, up to 100x slower). A `requested` policy is returned as it is, with the measurement
+    beside it.
 
     Args:
         requested: a dtype policy the user asked for, or None to choose.
