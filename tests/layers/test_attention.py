@@ -30,6 +30,43 @@ def test_weights_have_keras_names_order_and_shapes():
     assert [w.path.split("/")[-2:] for w in ours.weights] == [w.path.split("/")[-2:] for w in ref.weights]
 
 
+@pytest.mark.parametrize("mode", ["plain", "lora", "int8"])
+def test_projections_compute_what_einsum_dense_computes(mode):
+    """The projections' own product (a tensordot on TensorFlow) against Keras' EinsumDense with the same weights,
+    also with a LoRA update and after int8 quantization."""
+    layer = MultiHeadAttention(HEADS)
+    query = random_floats(BATCH, QUERY_LEN, DIM)
+    layer(query)
+    for projection, inputs in ((layer.query_dense, query), (layer.output_dense, random_floats(BATCH, QUERY_LEN,
+                                                                                                HEADS, DIM // HEADS))):
+        reference = keras.layers.EinsumDense(projection.equation, projection.partial_output_shape,
+                                             bias_axes=projection.bias_axes)
+        reference.build(inputs.shape)
+        reference.set_weights(projection.get_weights())
+        if mode == "lora":
+            for dense in (projection, reference):
+                dense.enable_lora(2)
+            for name in ("lora_kernel_a", "lora_kernel_b"):
+                update = random_floats(*getattr(projection, name).shape)
+                getattr(projection, name).assign(update)
+                getattr(reference, name).assign(update)
+        elif mode == "int8":
+            for dense in (projection, reference):
+                dense.quantize("int8")
+        expected = to_numpy(reference(inputs))
+        assert np.abs(expected).max() > 0.1  # a real product, not zeros
+        assert_close(projection(inputs), expected, atol=1e-5)
+
+
+def test_model_quantize_reaches_the_projections():
+    inputs = keras.Input((QUERY_LEN, DIM))
+    layer = MultiHeadAttention(HEADS)
+    model = keras.Model(inputs, layer(inputs))
+    model.quantize("int8")
+    projections = (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)
+    assert [dense.quantization_mode for dense in projections] == ["int8"] * 4
+
+
 @pytest.mark.parametrize("explicit", [False, True], ids=["fused", "explicit"])
 @pytest.mark.parametrize(
     "masks",
