@@ -313,7 +313,7 @@ def main(argv=None):
     if max(args.cores) > available:
         parser.error(f"--cores {max(args.cores)}: this process may use {available} cores")
 
-    results = {"date": time.strftime("%Y-%m-%d"), "cpu": cpu_name(), "bf16_units": hardware.bf16_units(),
+    results = {"date": time.strftime("%Y-%m-%d"), "cpu": cpu_name(), "cpu_kind": hardware.cpu_kind(),
                "configurations": [], "peaks": {}}
     for cores in args.cores:
         workers = {backend: Worker(backend, cores) for backend in args.backends}
@@ -390,8 +390,11 @@ def report(results, only=None):
                   f"{versus} {of_peak:7.1%}", flush=True)
 
 
-def run_units(run):
-    """The bf16 units of the CPU a `--output` file was measured on (files from before 2026-12-03 name only AMX)."""
+def run_kind(run):
+    """The kind of CPU (`keras_tfm.hardware.cpu_kind`) a `--output` file was measured on. Older files name their
+    bf16 units (None: not known), the oldest (before 2026-12-03) only AMX, in the CPU's name."""
+    if "cpu_kind" in run:
+        return run["cpu_kind"]
     if "bf16_units" in run:
         return run["bf16_units"]
     return "amx_bf16" if "(AMX-BF16)" in run.get("cpu", "") else None
@@ -401,12 +404,12 @@ def fast_paths_table(runs, cores=2):
     """This CPU kind's entry of `recipes/fast_paths.json` (what `recipes.fast_paths.FAST_PATHS` reads) as JSON text:
     for each recipe of SETUPS and each backend, the fastest (dtype policy, jit_compile, examples/s) measured at
     `cores` cores in `runs` (the JSON that `--output` writes; a later run's measurement of the same configuration
-    replaces an earlier one's), and on which CPU and when. The runs must come from CPUs with the same bf16 units
-    (`keras_tfm.hardware.bf16_units`); the entry replaces that kind's in the file."""
-    units = {run_units(run) for run in runs}
-    if len(units) != 1 or None in units:
-        raise ValueError(f"`runs` must be measured on CPUs with the same bf16 units (amx_bf16 or avx512_bf16): "
-                         f"got {sorted(map(str, units))}. Without bf16 units no table applies.")
+    replaces an earlier one's), and on which CPU and when. The runs must come from CPUs of one kind
+    (`keras_tfm.hardware.cpu_kind`); the entry replaces that kind's in the file."""
+    kinds = {run_kind(run) for run in runs}
+    if len(kinds) != 1 or None in kinds:
+        raise ValueError(f"`runs` must be measured on CPUs of one kind (amx_bf16, avx512_bf16 or avx2): got "
+                         f"{sorted(map(str, kinds))}. A CPU of no known kind has no table.")
     speeds = {}
     for run in runs:
         for c in run["configurations"]:
@@ -420,15 +423,16 @@ def fast_paths_table(runs, cores=2):
             paths[backend] = {"policy": precision, "jit_compile": jit, "examples_per_second": float(f"{speed:.3g}")}
     measured = "; ".join(sorted({f"{run.get('cpu', '?')}, {run.get('date', '?')}" for run in runs}))
     entry = {"measured": measured, "paths": {recipe: dict(sorted(paths.items())) for recipe, paths in table.items()}}
-    return json.dumps({units.pop(): entry}, indent=2)
+    return json.dumps({kinds.pop(): entry}, indent=2)
 
 
 def cpu_name():
     try:
         with open("/proc/cpuinfo") as file:
             names = [line.split(":", 1)[1].strip() for line in file if line.startswith("model name")]
-        units = {"amx_bf16": " (AMX-BF16)", "avx512_bf16": " (AVX512-BF16)"}.get(hardware.bf16_units(), "")
-        return f"{names[0] if names else 'unknown'}{units}"
+        kind = {"amx_bf16": " (AMX-BF16)", "avx512_bf16": " (AVX512-BF16)", "avx2": " (AVX2, no bf16 units)"}.get(
+            hardware.cpu_kind(), "")
+        return f"{names[0] if names else 'unknown'}{kind}"
     except OSError:
         return "unknown"
 

@@ -72,6 +72,17 @@ def bf16_units(cpuinfo="/proc/cpuinfo"):
     return None
 
 
+def cpu_kind(cpuinfo="/proc/cpuinfo"):
+    """The kind of CPU a measured table of fast paths applies to (the recipes' `recipes/fast_paths.json`): its bf16
+    units (`bf16_units`: `"amx_bf16"`, `"avx512_bf16"`), else `"avx2"` for an x86 CPU with AVX2 and no bf16 units
+    (bfloat16 is emulated there, about 200x slower than float32), else None (no table: another architecture, or no
+    /proc/cpuinfo to read)."""
+    units = bf16_units(cpuinfo)
+    if units is not None:
+        return units
+    return "avx2" if "avx2" in _cpu_flags(cpuinfo) else None
+
+
 def thread_environment(threads, environ=None):
     """The environment variables that size every backend's thread pools to `threads`, for a process that has not
     started a backend yet (a subprocess: `subprocess.Popen(..., env={**os.environ, **thread_environment(2)})`).

@@ -16,10 +16,10 @@ FAST_PATHS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fast
 
 
 def read_fast_paths(path=FAST_PATHS_FILE):
-    """`{bf16 units: {recipe: {backend: (policy, jit_compile, examples/s)}}}` from `fast_paths.json`: the fastest
-    path of each recipe's default model on each backend, on 2 cores, by the CPU's bf16 units
-    (`keras_tfm.hardware.bf16_units`), measured by benchmarks/fast_path.py (docs/results.md; the file says on which
-    CPU and when). No rule of thumb predicts them: bfloat16 on the matrix units (oneDNN's kernels: TensorFlow
+    """`{CPU kind: {recipe: {backend: (policy, jit_compile, examples/s)}}}` from `fast_paths.json`: the fastest
+    path of each recipe's default model on each backend, on 2 cores, by the kind of CPU (its bf16 units, or AVX2
+    without any: `keras_tfm.hardware.cpu_kind`), measured by benchmarks/fast_path.py (docs/results.md; the file
+    says on which CPU and when). No rule of thumb predicts them: bfloat16 on the matrix units (oneDNN's kernels: TensorFlow
     without XLA, PyTorch) pays for some wide models, XLA's fusion for others, and the same model's fastest path
     differs between the two kinds of units. To measure again: `python benchmarks/fast_path.py --output run.json`,
     then `--table run.json` prints the machine's entry for the file."""
@@ -34,15 +34,16 @@ def read_fast_paths(path=FAST_PATHS_FILE):
 FAST_PATHS = read_fast_paths()
 
 
-UNITS_IN_WORDS = {"amx_bf16": "AMX-BF16 units", "avx512_bf16": "AVX512-BF16 instructions"}
+KINDS_IN_WORDS = {"amx_bf16": "AMX-BF16 units", "avx512_bf16": "AVX512-BF16 instructions",
+                  "avx2": "AVX2 and no bf16 units"}
 
 
 def measured_paths(recipe, distribute="none"):
-    """`{backend: (policy, jit_compile, examples/s)}` measured for `recipe` on a CPU with this machine's bf16 units
-    (FAST_PATHS), where that applies: on a CPU with such units and without a `tf.distribute` strategy; else {}."""
+    """`{backend: (policy, jit_compile, examples/s)}` measured for `recipe` on a CPU of this machine's kind
+    (FAST_PATHS), where that applies: on a CPU of a measured kind and without a `tf.distribute` strategy; else {}."""
     if distribute in ("mirrored", "multiworker") or devices.on_gpu():
         return {}
-    return FAST_PATHS.get(hardware.bf16_units(), {}).get(recipe, {})
+    return FAST_PATHS.get(hardware.cpu_kind(), {}).get(recipe, {})
 
 
 def measured_fast_path(recipe, backend, distribute="none"):
@@ -61,14 +62,14 @@ def fast_path(args, recipe, backend):
     requested = {"auto": None, "off": "float32"}.get(args.mixed_precision, f"mixed_{args.mixed_precision}")
     if measured and requested is None and args.jit == measured[1]:
         return measured[0], (f"the fastest path measured for this model on {backend} with "
-                             f"{UNITS_IN_WORDS[hardware.bf16_units()]} (benchmarks/fast_path.py)")
+                             f"{KINDS_IN_WORDS[hardware.cpu_kind()]} (benchmarks/fast_path.py)")
     policy, why = hardware.choose_precision(requested, compiled=args.jit is True)
     return policy, why
 
 
 def faster_backend_hint(recipe, backend, at_least=1.1):
     """A line saying that another backend trains `recipe`'s model at least `at_least` times as fast here and how
-    to get it, or None. Said only where measured (FAST_PATHS, on a CPU with bf16 units); the run
+    to get it, or None. Said only where measured (FAST_PATHS, on a CPU of a measured kind); the run
     itself stays on `backend`."""
     here = measured_fast_path(recipe, backend)
     if here is None:

@@ -97,19 +97,22 @@ def test_has_amx_bf16_reads_the_cpu_flags():
     assert hardware.has_amx_bf16() == (" amx_bf16" in flags)
 
 
-@pytest.mark.parametrize("flags, units", [
-    ("fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8", "amx_bf16"),  # a Sapphire Rapids Xeon has both
-    ("fpu avx2 avx512f avx512_bf16 avx512_vnni", "avx512_bf16"),  # an AMD EPYC Zen 4
-    ("fpu avx2 fma", None),  # an AMD EPYC Zen 3: bf16 is emulated
-    ("fpu avx2 avx512_bf16x", None),  # a flag is a whole word, not a prefix
+@pytest.mark.parametrize("flags, units, kind", [
+    ("fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8", "amx_bf16", "amx_bf16"),  # a Sapphire Rapids Xeon
+    ("fpu avx2 avx512f avx512_bf16 avx512_vnni", "avx512_bf16", "avx512_bf16"),  # an AMD EPYC Zen 4
+    ("fpu avx2 fma", None, "avx2"),  # an AMD EPYC Zen 3: bf16 is emulated
+    ("fpu avx2 avx512_bf16x", None, "avx2"),  # a flag is a whole word, not a prefix
+    ("fp asimd aes", None, None),  # an ARM CPU: no measured table applies
 ])
-def test_bf16_units_are_read_from_the_cpu_flags(flags, units, tmp_path):
+def test_bf16_units_and_the_cpu_kind_are_read_from_the_cpu_flags(flags, units, kind, tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(f"processor\t: 0\nmodel name\t: a CPU\nflags\t\t: {flags}\n\nprocessor\t: 1\n"
                        "flags\t\t: fpu\n")  # the first CPU's flags count
     assert hardware.bf16_units(str(cpuinfo)) == units
     assert hardware.has_amx_bf16(str(cpuinfo)) == (units == "amx_bf16")
+    assert hardware.cpu_kind(str(cpuinfo)) == kind
     assert hardware.bf16_units(str(tmp_path / "missing")) is None  # no /proc (macOS, Windows): none known
+    assert hardware.cpu_kind(str(tmp_path / "missing")) is None
 
 
 def test_thread_environment_sizes_every_pool_and_leaves_what_the_user_set():

@@ -9,7 +9,6 @@ Saved as one folder, which `Translator.load` reads back:
 import json
 import os
 
-import keras
 import numpy as np
 
 from keras_tfm.files import atomic_path, write_json

@@ -80,13 +80,18 @@ def test_the_table_of_fast_paths_takes_the_fastest_measured_per_recipe_and_backe
         "jax": ("float32", True, 1280.0), "torch": ("float32", False, 640.0)}}}
 
 
-def test_the_table_is_made_from_runs_on_one_kind_of_bf16_units():
+def test_the_table_is_made_from_runs_on_one_kind_of_cpu():
     fast_path = _fast_path()
     xeon = {"cpu": "Intel Xeon (AMX-BF16)", "configurations": []}  # written before runs recorded their units
-    epyc = {"cpu": "AMD EPYC (AVX512-BF16)", "bf16_units": "avx512_bf16", "configurations": []}
-    assert fast_path.run_units(xeon) == "amx_bf16" and fast_path.run_units(epyc) == "avx512_bf16"
+    epyc = {"cpu": "AMD EPYC (AVX512-BF16)", "bf16_units": "avx512_bf16", "configurations": []}  # before their kind
+    zen3 = {"cpu": "AMD EPYC (AVX2, no bf16 units)", "cpu_kind": "avx2", "configurations": []}
+    assert fast_path.run_kind(xeon) == "amx_bf16" and fast_path.run_kind(epyc) == "avx512_bf16"
+    assert fast_path.run_kind(zen3) == "avx2"
     assert json.loads(fast_path.fast_paths_table([xeon]))["amx_bf16"]["paths"] == {}
-    with pytest.raises(ValueError, match=r"same bf16 units .*got \['amx_bf16', 'avx512_bf16'\]"):
+    assert json.loads(fast_path.fast_paths_table([zen3]))["avx2"]["paths"] == {}
+    with pytest.raises(ValueError, match=r"one kind .*got \['amx_bf16', 'avx512_bf16'\]"):
         fast_path.fast_paths_table([xeon, epyc])
-    with pytest.raises(ValueError, match=r"got \['None'\]. Without bf16 units no table applies"):
+    with pytest.raises(ValueError, match=r"got \['avx2', 'avx512_bf16'\]"):
+        fast_path.fast_paths_table([zen3, epyc])
+    with pytest.raises(ValueError, match=r"got \['None'\]. A CPU of no known kind has no table"):
         fast_path.fast_paths_table([{"cpu": "AMD EPYC", "bf16_units": None, "configurations": []}])

@@ -279,7 +279,7 @@ def test_without_a_measured_path_bfloat16_is_chosen_by_measuring_products(bfloat
         return 100.0 * (bfloat16_speedup if dtype == "bfloat16" else 1.0)
 
     monkeypatch.setattr(hardware, "matmul_gflops", products)
-    monkeypatch.setattr(hardware, "bf16_units", lambda: None)  # no table of FAST_PATHS applies
+    monkeypatch.setattr(hardware, "cpu_kind", lambda: None)  # no table of FAST_PATHS applies
     args = reverse_digits.parse_args(flags)
     assert args.mixed_precision == "auto"
     common.setup(args, "reverse_digits")
@@ -295,23 +295,22 @@ def test_without_a_measured_path_bfloat16_is_chosen_by_measuring_products(bfloat
 
 
 @pytest.mark.every_backend
-@pytest.mark.parametrize("units, recipe", [(units, recipe) for units in sorted(fast_paths.FAST_PATHS)
-                                           for recipe in sorted(fast_paths.FAST_PATHS[units])])
-def test_on_a_cpu_with_bf16_units_each_recipe_takes_the_fast_path_measured_on_such_units(units, recipe, monkeypatch,
-                                                                                         capsys):
+@pytest.mark.parametrize("kind, recipe", [(kind, recipe) for kind in sorted(fast_paths.FAST_PATHS)
+                                          for recipe in sorted(fast_paths.FAST_PATHS[kind])])
+def test_on_a_measured_kind_of_cpu_each_recipe_takes_the_fast_path_measured_there(kind, recipe, monkeypatch, capsys):
     from keras_tfm import hardware
     from recipes import reverse_digits
 
-    monkeypatch.setattr(hardware, "bf16_units", lambda: units)
+    monkeypatch.setattr(hardware, "cpu_kind", lambda: kind)
     monkeypatch.setattr(devices, "on_gpu", lambda: False)
     monkeypatch.setattr(hardware, "matmul_gflops", lambda *a, **k: pytest.fail("measured, not looked up"))
     backend = keras.backend.backend()
-    policy, jit, _ = fast_paths.FAST_PATHS[units][recipe][backend]
+    policy, jit, _ = fast_paths.FAST_PATHS[kind][recipe][backend]
     args = reverse_digits.parse_args([])
     common.setup(args, recipe)
     assert keras.config.dtype_policy().name == policy and args.jit is jit
     assert (f"{policy}, jit_compile={jit!r}: the fastest path measured for this model on {backend} with "
-            f"{fast_paths.UNITS_IN_WORDS[units]} (benchmarks/fast_path.py)") in capsys.readouterr().out
+            f"{fast_paths.KINDS_IN_WORDS[kind]} (benchmarks/fast_path.py)") in capsys.readouterr().out
     # Under a tf.distribute strategy the table does not apply (it was measured on one device).
     assert fast_paths.measured_fast_path(recipe, backend, "mirrored") is None
 
@@ -325,7 +324,7 @@ def test_setup_keeps_what_the_flags_ask_for(flags, policy, jit, monkeypatch):
     from recipes import reverse_digits
 
     monkeypatch.setattr(hardware, "matmul_gflops", lambda dtype, **kwargs: 500.0 if dtype == "bfloat16" else 1.0)
-    monkeypatch.setattr(hardware, "bf16_units", lambda: None)
+    monkeypatch.setattr(hardware, "cpu_kind", lambda: None)
     args = reverse_digits.parse_args(flags)
     common.setup(args, "translate")
     assert keras.config.dtype_policy().name == policy and args.jit == jit
@@ -335,7 +334,7 @@ def test_setup_keeps_what_the_flags_ask_for(flags, policy, jit, monkeypatch):
 def test_a_faster_backend_is_named_at_the_start_never_switched_to(monkeypatch):
     from keras_tfm import hardware
 
-    monkeypatch.setattr(hardware, "bf16_units", lambda: "avx512_bf16")
+    monkeypatch.setattr(hardware, "cpu_kind", lambda: "avx512_bf16")
     monkeypatch.setattr(devices, "on_gpu", lambda: False)
     monkeypatch.setattr(fast_paths, "FAST_PATHS", {"avx512_bf16": {"r": {"tensorflow": ("mixed_bfloat16", False, 10.0),
                                                                      "jax": ("float32", True, 10.5),
@@ -349,16 +348,16 @@ def test_a_faster_backend_is_named_at_the_start_never_switched_to(monkeypatch):
     assert fast_paths.faster_backend_hint("r", "jax").startswith("note: KERAS_BACKEND=torch trains this model 1.5x")
     assert fast_paths.faster_backend_hint("r", "torch") is None  # the fastest already
     assert fast_paths.faster_backend_hint("other", "tensorflow") is None  # not measured
-    monkeypatch.setattr(hardware, "bf16_units", lambda: "amx_bf16")  # that CPU's own table: TensorFlow is fastest
+    monkeypatch.setattr(hardware, "cpu_kind", lambda: "amx_bf16")  # that CPU's own table: TensorFlow is fastest
     assert fast_paths.faster_backend_hint("r", "tensorflow") is None
     assert fast_paths.faster_backend_hint("r", "jax").startswith("note: KERAS_BACKEND=tensorflow trains this model 3.0x")
-    monkeypatch.setattr(hardware, "bf16_units", lambda: None)  # no bf16 units: nothing measured applies
+    monkeypatch.setattr(hardware, "cpu_kind", lambda: None)  # a CPU of no measured kind: nothing applies
     assert fast_paths.faster_backend_hint("r", "jax") is None
 
 
 def test_the_measured_fast_paths_name_the_benchmarks_setups():
     fast_path = load_script("benchmarks/fast_path.py")
-    assert set(fast_paths.FAST_PATHS) == set(fast_paths.UNITS_IN_WORDS) == {"amx_bf16", "avx512_bf16"}
+    assert set(fast_paths.FAST_PATHS) == set(fast_paths.KINDS_IN_WORDS) == {"amx_bf16", "avx512_bf16", "avx2"}
     for table in fast_paths.FAST_PATHS.values():
         assert set(table) == {recipe for recipe, _, _ in fast_path.SETUPS.values()}
         for paths in table.values():
