@@ -19,9 +19,9 @@ def read_fast_paths(path=FAST_PATHS_FILE):
     """`{CPU kind: {recipe: {backend: (policy, jit_compile, examples/s)}}}` from `fast_paths.json`: the fastest
     path of each recipe's default model on each backend, on 2 cores, by the kind of CPU (its bf16 units, or AVX2
     without any: `keras_tfm.hardware.cpu_kind`), measured by benchmarks/fast_path.py (docs/results.md; the file
-    says on which CPU and when). No rule of thumb predicts them: bfloat16 on the matrix units (oneDNN's kernels: TensorFlow
-    without XLA, PyTorch) pays for some wide models, XLA's fusion for others, and the same model's fastest path
-    differs between the two kinds of units. To measure again: `python benchmarks/fast_path.py --output run.json`,
+    says on which CPU and when). No rule of thumb predicts them: bfloat16 on the matrix units (oneDNN's kernels:
+    TensorFlow without XLA, PyTorch) pays for some wide models, XLA's fusion for others, and the same model's
+    fastest path differs between the kinds of CPU. To measure again: `python benchmarks/fast_path.py --output run.json`,
     then `--table run.json` prints the machine's entry for the file."""
     with open(path, encoding="utf-8") as file:
         data = json.load(file)
