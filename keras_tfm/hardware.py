@@ -65,11 +65,11 @@ def bf16_units(cpuinfo="/proc/cpuinfo"):
     The kind decides which measured table of fast paths applies (the recipes' `recipes/fast_paths.json`): the same
     model's fastest backend and precision differ between them.
     """
-    flags = _cpu_flags(cpuinfo)
-    for units in ("amx_bf16", "avx512_bf16"):
-        if units in flags:
-            return units
-    return None
+    return _bf16_units(_cpu_flags(cpuinfo))
+
+
+def _bf16_units(flags):
+    return next((units for units in ("amx_bf16", "avx512_bf16") if units in flags), None)
 
 
 def cpu_kind(cpuinfo="/proc/cpuinfo"):
@@ -77,10 +77,8 @@ def cpu_kind(cpuinfo="/proc/cpuinfo"):
     units (`bf16_units`: `"amx_bf16"`, `"avx512_bf16"`), else `"avx2"` for an x86 CPU with AVX2 and no bf16 units
     (bfloat16 is emulated there, about 200x slower than float32), else None (no table: another architecture, or no
     /proc/cpuinfo to read)."""
-    units = bf16_units(cpuinfo)
-    if units is not None:
-        return units
-    return "avx2" if "avx2" in _cpu_flags(cpuinfo) else None
+    flags = _cpu_flags(cpuinfo)  # read once
+    return _bf16_units(flags) or ("avx2" if "avx2" in flags else None)
 
 
 def thread_environment(threads, environ=None):
