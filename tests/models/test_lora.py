@@ -41,8 +41,13 @@ def test_lora_starts_where_the_model_was_and_trains_only_the_updates_and_the_hea
     assert np.abs(after - before).max() > 1e-3  # the updates learned
     path = str(tmp_path / "lora.keras")
     model.save(path)  # Keras merges A·B into each kernel
-    loaded = keras_tfm.load_model(path)
+    # The optimizer's state belongs to the A and B matrices, which the file no longer has: Keras says so and
+    # leaves it out (the module's docstring tells users); the weights load exactly.
+    with pytest.warns(UserWarning, match="Skipping variable loading for optimizer"):
+        loaded = keras_tfm.load_model(path)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(ids)), after, atol=1e-5)
+    quiet = keras_tfm.load_model(path, compile=False)  # the way to load it without that warning
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(quiet(ids)), after, atol=1e-5)
     assert not any("lora" in v.path for v in loaded.weights)
 
 
