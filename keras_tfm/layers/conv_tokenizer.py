@@ -8,9 +8,24 @@ a few convolutions. Each stage is
 
 so every stage halves the grid, and the pixels of neighbouring tokens overlap. The convolutions bring the
 locality prior a plain ViT lacks, which is what lets a Transformer learn from 50,000 images instead of millions.
+
+On JAX, inside `jax.jit`, both steps are written out by hand, because XLA compiles Keras' own layers into slow
+CPU code there (2 cores, AVX2, batch 128 of 32x32 images, forward + backward; measured 2026-12-07):
+
+* the convolution: XLA differentiates `conv_general_dilated` with respect to its kernel as another convolution
+  that its CPU code runs slowly (548 ms for the 64 -> 128 channels stage; TensorFlow's kernels take 136 ms for
+  both gradients). As one product of each pixel's 3x3 neighbourhood (im2col) with the kernel, the same stage's
+  gradients took 280 ms instead of 689.
+* the max-pool: `MaxPooling2D` differentiates through XLA's select-and-scatter; maxima of strided slices, rows
+  then columns, differentiate as plain selects.
+
+The values are the same (to float rounding). `benchmarks/conv_stem.py` times both stems side by side. TensorFlow
+and PyTorch run Keras' layers: TensorFlow's graph kernels are fast, and the sliced pool that helps under XLA on
+TensorFlow too (1.5-1.8x for the stem) makes a plain graph 2.4x slower, which a layer cannot tell apart.
 """
 
 import keras
+from keras import ops
 
 from keras_tfm.layers import _checks
 
@@ -69,8 +84,12 @@ class ConvTokenizer(keras.layers.Layer):
     def call(self, images):
         x = images
         for convolution, pooling in zip(self.convolutions, self.poolings):
-            x = pooling(convolution(x))  # (batch, height / 2, width / 2, channels) per stage
-        return x
+            if not _under_jax_jit(x):
+                x = pooling(convolution(x))  # (batch, height / 2, width / 2, channels)
+                continue
+            x = _neighbourhood_product(convolution, x)
+            x = _max_pool_3x3_stride_2(x) if _even(x.shape[1]) and _even(x.shape[2]) else pooling(x)
+        return x  # (batch, height / 2**stages, width / 2**stages, dim)
 
     def compute_output_shape(self, images_shape):
         shape = tuple(images_shape)
@@ -82,3 +101,43 @@ class ConvTokenizer(keras.layers.Layer):
         config = super().get_config()
         config.update({"dim": self.dim, "stages": self.stages, "hidden_dim": self.hidden_dim})
         return config
+
+
+def _under_jax_jit(x):
+    if keras.backend.backend() != "jax":
+        return False
+    import jax
+
+    return isinstance(x, jax.core.Tracer)
+
+
+def _even(size):
+    return isinstance(size, int) and size % 2 == 0
+
+
+def _max_pool_3x3_stride_2(x):
+    """`MaxPooling2D(3, strides=2, padding="same")` on an even-sized grid, as maxima of strided slices.
+
+    Window i covers pixels 2i, 2i + 1 and 2i + 2; the last window's third pixel is Keras' padding (never the
+    maximum). So along each axis the pool is max(x[0::2], x[1::2], x[2::2] with a -inf row appended)."""
+    for axis in (1, 2):
+        evens = x[:, 0::2] if axis == 1 else x[:, :, 0::2]
+        odds = x[:, 1::2] if axis == 1 else x[:, :, 1::2]
+        after = evens[:, 1:] if axis == 1 else evens[:, :, 1:]  # the next window's first pixel
+        padding = [[0, 0]] * 4
+        padding[axis] = [0, 1]
+        after = ops.pad(after, padding, constant_values=float("-inf"))
+        x = ops.maximum(ops.maximum(evens, odds), after)
+    return x
+
+
+def _neighbourhood_product(convolution, x):
+    """`convolution(x)` for a 3x3, stride 1, "same", bias-free `Conv2D` with ReLU, as one matrix product of each
+    pixel's 3x3 neighbourhood (9 shifted copies of `x`, side by side) with the kernel: (batch, h, w, 9 * c_in) @
+    (9 * c_in, c_out). The kernel's (3, 3, c_in, c_out) layout flattens in the same (row, column, channel) order."""
+    height, width, channels = x.shape[1], x.shape[2], x.shape[3]
+    padded = ops.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]])
+    neighbourhoods = ops.concatenate(
+        [padded[:, row:row + height, column:column + width] for row in range(3) for column in range(3)], axis=-1)
+    kernel = ops.reshape(ops.cast(convolution.kernel, x.dtype), (9 * channels, -1))
+    return ops.relu(ops.matmul(neighbourhoods, kernel))

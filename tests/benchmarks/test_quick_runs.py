@@ -21,6 +21,7 @@ QUICK = {
     "explorer_page_size": ([], "cifar10_vit tiny, 2 drawn epochs"),
     "vit_throughput": ([], "keras_hub.models.ViTBackbone + Dense "),
     "atomic_writes": ([], "keras_tfm / keras: "),
+    "conv_stem": ([], "keras Conv2D + MaxPooling2D "),
 }
 
 

@@ -46,3 +46,33 @@ def test_bad_arguments():
             PatchEmbedding(patch_size, 16, tokenizer="conv")
     with pytest.raises(ValueError, match=r"`tokenizer` must be one of \['linear', 'conv', 'shifted'\].*'cnn'"):
         PatchEmbedding(4, 16, tokenizer="cnn")
+
+
+@pytest.mark.every_backend
+@pytest.mark.parametrize("size", [(16, 8), (12, 6)])  # 12 x 6: the last stage's grid (3 x 3) is odd
+def test_a_compiled_training_step_equals_keras_own_layers(size):
+    """Under `jax.jit` the stem is written out by hand (a neighbourhood product, a sliced max-pool); on every
+    backend a compiled step must give the outputs and updates of the same stem built from Keras' layers."""
+    import keras
+
+    inputs = keras.Input((*size, 3))
+    tokenizer = ConvTokenizer(8, stages=2, hidden_dim=4)
+    ours = keras.Model(inputs, keras.layers.Flatten()(tokenizer(inputs)))
+    x = inputs
+    for convolution in tokenizer.convolutions:
+        x = keras.layers.Conv2D(convolution.filters, 3, padding="same", use_bias=False, activation="relu")(x)
+        x = keras.layers.MaxPooling2D(3, strides=2, padding="same")(x)
+    theirs = keras.Model(inputs, keras.layers.Flatten()(x))
+    theirs.set_weights(ours.get_weights())
+    images = random_floats(4, *size, 3)
+    targets = np.random.default_rng(1).normal(size=(4, ours.output.shape[-1])).astype("float32")
+    before = ours.get_weights()
+    for model in (ours, theirs):
+        # PyTorch runs eagerly, as the recipes do (torch.compile fails on Keras' own max-pool's gradient).
+        model.compile(keras.optimizers.SGD(0.1), "mse", jit_compile=keras.backend.backend() != "torch")
+        model.train_on_batch(images, targets)
+    np.testing.assert_allclose(to_numpy(ours.predict_on_batch(images)), to_numpy(theirs.predict_on_batch(images)),
+                               atol=1e-5)
+    for mine, keras_own in zip(ours.get_weights(), theirs.get_weights()):
+        np.testing.assert_allclose(mine, keras_own, atol=1e-5)
+    assert all(np.abs(after - start).max() > 1e-4 for after, start in zip(ours.get_weights(), before))  # it learned
