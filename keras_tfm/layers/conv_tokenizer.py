@@ -9,19 +9,18 @@ a few convolutions. Each stage is
 so every stage halves the grid, and the pixels of neighbouring tokens overlap. The convolutions bring the
 locality prior a plain ViT lacks, which is what lets a Transformer learn from 50,000 images instead of millions.
 
-On JAX, inside `jax.jit`, both steps are written out by hand, because XLA compiles Keras' own layers into slow
-CPU code there (2 cores, AVX2, batch 128 of 32x32 images, forward + backward; measured 2026-12-07):
+When JAX traces the layer on a CPU (every training step: `jax.grad`, `jax.jit`), both steps are written out by
+hand, because XLA's CPU code for Keras' own layers is slow there (docs/results.md, "The conv stem on JAX"):
 
-* the convolution: XLA differentiates `conv_general_dilated` with respect to its kernel as another convolution
-  that its CPU code runs slowly (548 ms for the 64 -> 128 channels stage; TensorFlow's kernels take 136 ms for
-  both gradients). As one product of each pixel's 3x3 neighbourhood (im2col) with the kernel, the same stage's
-  gradients took 280 ms instead of 689.
+* the convolution: XLA differentiates `conv_general_dilated` with respect to its kernel as another convolution,
+  the slowest part of the stem. Here it is one matrix product of each pixel's 3x3 neighbourhood (im2col) with the
+  kernel, whose gradients are two more matrix products.
 * the max-pool: `MaxPooling2D` differentiates through XLA's select-and-scatter; maxima of strided slices, rows
   then columns, differentiate as plain selects.
 
-The values are the same (to float rounding). `benchmarks/conv_stem.py` times both stems side by side. TensorFlow
-and PyTorch run Keras' layers: TensorFlow's graph kernels are fast, and the sliced pool that helps under XLA on
-TensorFlow too (1.5-1.8x for the stem) makes a plain graph 2.4x slower, which a layer cannot tell apart.
+The weights and values are the same (to float rounding); `benchmarks/conv_stem.py` times both stems side by side.
+TensorFlow, PyTorch and JAX on other devices run Keras' layers. On TensorFlow the sliced pool helps under XLA but
+makes a plain graph slower, and a layer cannot tell which of the two compiles it.
 """
 
 import keras
@@ -65,11 +64,12 @@ class ConvTokenizer(keras.layers.Layer):
         widths = [hidden_dim or max(dim // 2, 1)] * (stages - 1) + [dim]
         self.convolutions = [
             keras.layers.Conv2D(width, 3, padding="same", use_bias=False, activation="relu",
-                                dtype=self.dtype_policy, name=f"conv_{i}")
+                                data_format="channels_last", dtype=self.dtype_policy, name=f"conv_{i}")
             for i, width in enumerate(widths)
         ]
         self.poolings = [
-            keras.layers.MaxPooling2D(3, strides=2, padding="same", dtype=self.dtype_policy, name=f"pool_{i}")
+            keras.layers.MaxPooling2D(3, strides=2, padding="same", data_format="channels_last",
+                                      dtype=self.dtype_policy, name=f"pool_{i}")
             for i in range(stages)
         ]
 
@@ -84,7 +84,7 @@ class ConvTokenizer(keras.layers.Layer):
     def call(self, images):
         x = images
         for convolution, pooling in zip(self.convolutions, self.poolings):
-            if not _under_jax_jit(x):
+            if not _traced_by_jax_on_cpu(x):
                 x = pooling(convolution(x))  # (batch, height / 2, width / 2, channels)
                 continue
             x = _neighbourhood_product(convolution, x)
@@ -103,12 +103,12 @@ class ConvTokenizer(keras.layers.Layer):
         return config
 
 
-def _under_jax_jit(x):
+def _traced_by_jax_on_cpu(x):
     if keras.backend.backend() != "jax":
         return False
     import jax
 
-    return isinstance(x, jax.core.Tracer)
+    return isinstance(x, jax.core.Tracer) and jax.default_backend() == "cpu"
 
 
 def _even(size):

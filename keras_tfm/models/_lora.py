@@ -6,9 +6,9 @@ projections of every keras_tfm `MultiHeadAttention` a trainable low-rank update 
 `kernel + (alpha / rank) · A·B`, with B starting at zero so the model starts exactly where it was. keras-hub's
 `backbone.enable_lora(rank)` does the same. Saving merges the update into the kernel (Keras writes `kernel + A·B`),
 so a `.keras` file or an export holds plain weights; call `enable_lora` again on a loaded model to go on with LoRA.
-The optimizer's state in that file is the A and B matrices' (Keras saves it as it is), which the merged model does
-not have: loading it warns "Skipping variable loading for optimizer" and starts a fresh optimizer. Load with
-`compile=False` and compile anew to go on training without the warning.
+The optimizer's state in that file is that of the variables LoRA trained (A, B, the head, the biases; Keras saves
+it as it is), which the merged model does not have: loading it warns "Skipping variable loading for optimizer" and
+starts a fresh optimizer. Load with `compile=False` and compile anew to go on training without the warning.
 """
 
 import numpy as np

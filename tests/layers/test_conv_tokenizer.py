@@ -1,7 +1,8 @@
+import keras
 import numpy as np
 import pytest
 
-from keras_tfm.layers import ConvTokenizer, PatchEmbedding
+from keras_tfm.layers import ConvTokenizer, PatchEmbedding, conv_tokenizer
 from tests.helpers import random_floats, to_numpy
 
 pytestmark = pytest.mark.tensorflow_only(reason=(
@@ -48,31 +49,79 @@ def test_bad_arguments():
         PatchEmbedding(4, 16, tokenizer="cnn")
 
 
-@pytest.mark.every_backend
-@pytest.mark.parametrize("size", [(16, 8), (12, 6)])  # 12 x 6: the last stage's grid (3 x 3) is odd
-def test_a_compiled_training_step_equals_keras_own_layers(size):
-    """Under `jax.jit` the stem is written out by hand (a neighbourhood product, a sliced max-pool); on every
-    backend a compiled step must give the outputs and updates of the same stem built from Keras' layers."""
-    import keras
 
-    inputs = keras.Input((*size, 3))
-    tokenizer = ConvTokenizer(8, stages=2, hidden_dim=4)
-    ours = keras.Model(inputs, keras.layers.Flatten()(tokenizer(inputs)))
+def _keras_stem(inputs, tokenizer):
+    """The stem of `tokenizer` built from Keras' own layers (for the hand-written path to be compared with)."""
     x = inputs
     for convolution in tokenizer.convolutions:
         x = keras.layers.Conv2D(convolution.filters, 3, padding="same", use_bias=False, activation="relu")(x)
         x = keras.layers.MaxPooling2D(3, strides=2, padding="same")(x)
-    theirs = keras.Model(inputs, keras.layers.Flatten()(x))
+    return x
+
+
+@pytest.mark.every_backend
+def test_the_hand_written_convolution_and_pool_equal_keras_layers():
+    """The two steps JAX's traced path uses, called eagerly on every backend: a wrong kernel layout or window
+    offset shows here, on TensorFlow too."""
+    convolution = keras.layers.Conv2D(5, 3, padding="same", use_bias=False, activation="relu")
+    x = random_floats(2, 6, 4, 3)
+    convolution.build(x.shape)
+    np.testing.assert_allclose(to_numpy(conv_tokenizer._neighbourhood_product(convolution, x)),
+                               to_numpy(convolution(x)), atol=1e-5)
+    pool = keras.layers.MaxPooling2D(3, strides=2, padding="same")
+    for shape in [(2, 8, 6, 3), (1, 2, 4, 2), (3, 2, 2, 1)]:  # even sides, a side of 2 (one window and padding)
+        x = random_floats(*shape)
+        np.testing.assert_array_equal(to_numpy(conv_tokenizer._max_pool_3x3_stride_2(x)), to_numpy(pool(x)))
+
+
+@pytest.mark.every_backend
+@pytest.mark.jit
+@pytest.mark.parametrize("size", [(16, 8), (12, 6)])  # 12 x 6: the last stage's input (6 x 3) has an odd width
+def test_a_compiled_training_step_equals_keras_own_layers(size):
+    """On JAX a training step runs the hand-written stem (the neighbourhood product, the sliced max-pool; Keras'
+    pool on an odd grid): its outputs and updates must be those of the same stem in Keras' layers. TensorFlow runs
+    Keras' layers in both, and checks the comparison itself."""
+    inputs = keras.Input((*size, 3))
+    tokenizer = ConvTokenizer(8, stages=2, hidden_dim=4)
+    ours = keras.Model(inputs, keras.layers.Flatten()(tokenizer(inputs)))
+    theirs = keras.Model(inputs, keras.layers.Flatten()(_keras_stem(inputs, tokenizer)))
     theirs.set_weights(ours.get_weights())
     images = random_floats(4, *size, 3)
     targets = np.random.default_rng(1).normal(size=(4, ours.output.shape[-1])).astype("float32")
     before = ours.get_weights()
     for model in (ours, theirs):
-        # PyTorch runs eagerly, as the recipes do (torch.compile fails on Keras' own max-pool's gradient).
-        model.compile(keras.optimizers.SGD(0.1), "mse", jit_compile=keras.backend.backend() != "torch")
+        model.compile(keras.optimizers.SGD(0.1), "mse", jit_compile=True)
         model.train_on_batch(images, targets)
     np.testing.assert_allclose(to_numpy(ours.predict_on_batch(images)), to_numpy(theirs.predict_on_batch(images)),
                                atol=1e-5)
     for mine, keras_own in zip(ours.get_weights(), theirs.get_weights()):
         np.testing.assert_allclose(mine, keras_own, atol=1e-5)
     assert all(np.abs(after - start).max() > 1e-4 for after, start in zip(ours.get_weights(), before))  # it learned
+
+
+@pytest.mark.every_backend
+def test_jax_traces_the_hand_written_stem_on_a_cpu_in_any_precision():
+    if keras.backend.backend() != "jax":
+        pytest.skip("the hand-written path is JAX's")
+    import jax
+
+    images = random_floats(2, 8, 8, 3)
+    tokenizer = ConvTokenizer(8, stages=2, hidden_dim=4)
+    tokenizer(images)
+    gradient = str(jax.make_jaxpr(jax.grad(lambda x: keras.ops.sum(tokenizer(x))))(images))
+    assert "conv_general_dilated" not in gradient and "reduce_window" not in gradient and "dot_general" in gradient
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        half = ConvTokenizer(8, stages=2, hidden_dim=4)
+        inputs = keras.Input((8, 8, 3))
+        reference = keras.Model(inputs, _keras_stem(inputs, half))
+    finally:
+        keras.config.set_dtype_policy("float32")
+    half(images)
+    half.set_weights(tokenizer.get_weights())
+    reference.set_weights(tokenizer.get_weights())
+    out = jax.jit(half)(images)
+    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+    np.testing.assert_allclose(to_numpy(out).astype("float32"), to_numpy(tokenizer(images)), rtol=0.05, atol=0.05)
+    np.testing.assert_allclose(to_numpy(out).astype("float32"),
+                               to_numpy(jax.jit(reference)(images)).astype("float32"), rtol=0.05, atol=0.05)
