@@ -83,12 +83,13 @@ class ConvTokenizer(keras.layers.Layer):
 
     def call(self, images):
         x = images
+        hand_written = _traced_by_jax_on_cpu(images)
         for convolution, pooling in zip(self.convolutions, self.poolings):
-            if not _traced_by_jax_on_cpu(x):
+            if hand_written:
+                x = _neighbourhood_product(convolution, x)
+                x = _max_pool_3x3_stride_2(x) if _even(x.shape[1]) and _even(x.shape[2]) else pooling(x)
+            else:
                 x = pooling(convolution(x))  # (batch, height / 2, width / 2, channels)
-                continue
-            x = _neighbourhood_product(convolution, x)
-            x = _max_pool_3x3_stride_2(x) if _even(x.shape[1]) and _even(x.shape[2]) else pooling(x)
         return x  # (batch, height / 2**stages, width / 2**stages, dim)
 
     def compute_output_shape(self, images_shape):

@@ -49,7 +49,6 @@ def test_bad_arguments():
         PatchEmbedding(4, 16, tokenizer="cnn")
 
 
-
 def _keras_stem(inputs, tokenizer):
     """The stem of `tokenizer` built from Keras' own layers (for the hand-written path to be compared with)."""
     x = inputs
