@@ -306,7 +306,7 @@ def keras_io_path(args):
     its measured fast path, where one is measured for this CPU), so both sides train on the same path."""
     if args.keras_io_path == "float32":
         return "float32", "auto"
-    recipe_flags = argparse.Namespace(mixed_precision="auto", jit="auto", distribute="none")
+    recipe_flags = argparse.Namespace(mixed_precision="auto", jit="auto", distribute="none", quick=False)
     policy, _ = fast_paths.fast_path(recipe_flags, "cifar10_vit --preset cifar10_cpu", keras.backend.backend())
     return policy, recipe_flags.jit
 

@@ -55,8 +55,12 @@ def fast_path(args, recipe, backend):
     """The dtype policy to train in and why; resolves `args.jit` in place. Flags given explicitly are kept. With
     "auto": the path measured fastest for the recipe's model on this backend (`measured_fast_path`), else
     Keras' own `jit_compile="auto"` and `mixed_bfloat16` where this backend's bfloat16 products, run as the step
-    runs them, are measured at least twice as fast as float32 ones (`keras_tfm.hardware.choose_precision`)."""
-    measured = measured_fast_path(recipe, backend, args.distribute)
+    runs them, are measured at least twice as fast as float32 ones (`keras_tfm.hardware.choose_precision`).
+
+    A `--quick` run trains a tiny model, not the one measured: it takes the second way, as on an unmeasured CPU.
+    (Its few steps would not pay back XLA's compile time: on TensorFlow with AVX2 the table's XLA made quick runs
+    1.1-1.4x slower.)"""
+    measured = None if args.quick else measured_fast_path(recipe, backend, args.distribute)
     if measured and args.jit == "auto":
         args.jit = measured[1]
     requested = {"auto": None, "off": "float32"}.get(args.mixed_precision, f"mixed_{args.mixed_precision}")

@@ -316,6 +316,32 @@ def test_on_a_measured_kind_of_cpu_each_recipe_takes_the_fast_path_measured_ther
 
 
 @pytest.mark.every_backend
+def test_a_quick_run_trains_its_tiny_model_on_keras_defaults_not_the_measured_path(monkeypatch, capsys):
+    from keras_tfm import hardware
+    from recipes import reverse_digits
+
+    # A table in which the measured path differs from Keras' defaults on every backend, and another backend is
+    # faster: none of it is about a --quick run's tiny model.
+    monkeypatch.setattr(hardware, "cpu_kind", lambda: "avx2")
+    monkeypatch.setattr(devices, "on_gpu", lambda: False)
+    monkeypatch.setattr(fast_paths, "FAST_PATHS", {"avx2": {"r": {"tensorflow": ("float32", True, 10.0),
+                                                                  "jax": ("float32", False, 10.0),
+                                                                  "torch": ("float32", True, 10.0),
+                                                                  "other": ("float32", False, 99.0)}}})
+    monkeypatch.setattr(hardware, "matmul_gflops", lambda dtype, **kwargs: 1.0 if dtype == "bfloat16" else 50.0)
+    args = reverse_digits.parse_args(["--quick"])
+    common.setup(args, "r")
+    out = capsys.readouterr().out
+    assert args.jit == "auto" and keras.config.dtype_policy().name == "float32"
+    assert "float32, jit_compile='auto': float32: bfloat16 products 0.0x as fast" in out
+    assert "the fastest path measured" not in out and "KERAS_BACKEND=" not in out
+    args = reverse_digits.parse_args([])  # the recipe's own model: the table, and the faster backend named
+    common.setup(args, "r")
+    assert args.jit is fast_paths.FAST_PATHS["avx2"]["r"][keras.backend.backend()][1]
+    assert "note: KERAS_BACKEND=other trains this model 9.9x as fast" in capsys.readouterr().out
+
+
+@pytest.mark.every_backend
 @pytest.mark.parametrize("flags, policy, jit", [(["--mixed-precision", "off", "--no-jit"], "float32", False),
                                                 (["--mixed-precision", "bfloat16", "--jit"], "mixed_bfloat16", True),
                                                 (["--mixed-precision"], "mixed_float16", "auto")])
