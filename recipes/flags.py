@@ -74,19 +74,18 @@ def recipe_parser(description, epochs, batch_size, learning_rate):
     parser.add_argument("--quick", action="store_true",
                         help="a tiny run on a few hundred examples that checks the whole pipeline runs")
     parser.add_argument("--mixed-precision", nargs="?", const="float16", choices=PRECISIONS, default="auto",
-                        help="auto: on a CPU with bf16 units (AMX-BF16, AVX512-BF16), the path "
+                        help="auto: on a CPU of a measured kind (AMX-BF16, AVX512-BF16, AVX2 only), the path "
                              "benchmarks/fast_path.py measured fastest for this recipe's model and backend on such "
-                             "a CPU; elsewhere mixed_bfloat16 where this backend's bfloat16 matrix products, run "
-                             "as the training step runs them, are measured at least twice as fast as float32 ones "
-                             "(recent GPUs), else float32. off: float32; float16 (GPUs; the flag alone) or "
-                             "bfloat16: compute in that type, keeping float32 weights")
+                             "a CPU; elsewhere, and for --quick's tiny model, mixed_bfloat16 where this backend's "
+                             "bfloat16 matrix products, run as the training step runs them, are measured at least "
+                             "twice as fast as float32 ones (recent GPUs), else float32. off: float32; float16 "
+                             "(GPUs; the flag alone) or bfloat16: compute in that type, keeping float32 weights")
     parser.add_argument("--jit", action=argparse.BooleanOptionalAction, default="auto",
                         help="--jit compiles the training step with XLA (TensorFlow), jax.jit (JAX) or "
                              "torch.compile (PyTorch); --no-jit runs it without a compiler (TensorFlow: a graph, "
-                             "JAX: op by op). The default: on a CPU with bf16 units, the measured fast path "
-                             "(--mixed-precision auto: XLA for the small models on TensorFlow, a graph for the wide "
-                             "ones); elsewhere Keras' jit_compile='auto': jax.jit on JAX, XLA on TensorFlow with a "
-                             "GPU and a graph on a CPU, eager on PyTorch")
+                             "JAX: op by op). The default: on a CPU of a measured kind, the measured fast path "
+                             "(--mixed-precision auto); elsewhere, and with --quick, Keras' jit_compile='auto': "
+                             "jax.jit on JAX, XLA on TensorFlow with a GPU and a graph on a CPU, eager on PyTorch")
     parser.add_argument("--steps-per-execution", type=positive_int, default=None, metavar="N",
                         help="training steps per call into the compiled step (Keras' steps_per_execution): "
                              "callbacks and logs see every Nth step. Default: 8 on TensorFlow and JAX, 1 on "
