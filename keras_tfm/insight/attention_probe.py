@@ -132,7 +132,8 @@ def _describe_attentions(model):
             described[id(layer.attention)] = (layer.name, layer.name, "encoder")
         elif isinstance(layer, DecoderBlock):
             described[id(layer.self_attention)] = (f"{layer.name}/self_attention", layer.name, "self")
-            described[id(layer.cross_attention)] = (f"{layer.name}/cross_attention", layer.name, "cross")
+            if layer.has_cross_attention:
+                described[id(layer.cross_attention)] = (f"{layer.name}/cross_attention", layer.name, "cross")
     return described
 
 

@@ -74,10 +74,11 @@ class TransformerBlockBase(keras.layers.Layer):
     def _norm(self, name):
         return keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name)
 
-    def _attention(self, name, locality=False):
+    def _attention(self, name, locality=False, seed="next"):
         return MultiHeadAttention(
             self.num_heads, key_dim=self.key_dim, attention_scale=self.attention_scale, locality=locality,
-            dropout=self.attention_dropout, seed=self._next_seed(), dtype=self.dtype_policy, name=name,
+            dropout=self.attention_dropout, seed=self._next_seed() if seed == "next" else seed,
+            dtype=self.dtype_policy, name=name,
         )
 
     def _feed_forward(self):

@@ -23,7 +23,8 @@ class DecoderBlock(TransformerBlockBase):
     """Causal self-attention, optional cross-attention over `context`, and a feed-forward network.
 
     Whether the block has cross-attention is decided by its first call (or `build`): called with a
-    `context` it is an encoder-decoder block, without one a decoder-only (GPT-style) block.
+    `context` it is an encoder-decoder block, without one a decoder-only (GPT-style) block, whose
+    `cross_attention` and `cross_attention_norm` are None.
 
     Args:
         num_heads: number of attention heads (self- and cross-attention).
@@ -75,8 +76,10 @@ class DecoderBlock(TransformerBlockBase):
         self.has_cross_attention = False
         self.self_attention_norm = self._norm("self_attention_norm")
         self.self_attention = self._attention("self_attention")
-        self.cross_attention_norm = self._norm("cross_attention_norm")
-        self.cross_attention = self._attention("cross_attention")
+        # Made by `build` when there is a context: a decoder-only block has none. (An unbuilt sublayer would make
+        # Keras trace the whole model again at every `train_on_batch` and every `fit`'s start, to build it.)
+        self.cross_attention_norm = self.cross_attention = None
+        self._cross_attention_seed = self._next_seed()  # its place in the order of seeds, kept
         self.feed_forward_norm = self._norm("feed_forward_norm")
         self.feed_forward = self._feed_forward()
         self.attention_output_dropout = self._dropout()
@@ -90,6 +93,8 @@ class DecoderBlock(TransformerBlockBase):
         if context_shape is not None:
             _checks.rank("context", context_shape, 3, "(batch, source_len, dim)")
             self.has_cross_attention = True
+            self.cross_attention_norm = self._norm("cross_attention_norm")
+            self.cross_attention = self._attention("cross_attention", seed=self._cross_attention_seed)
             self.cross_attention_norm.build(x_shape)
             self.cross_attention.build(x_shape, context_shape)
         self.feed_forward_norm.build(x_shape)

@@ -3,6 +3,8 @@ import numpy as np
 import pytest
 
 from keras_tfm.layers import DecoderBlock, TokenEmbedding
+from keras_tfm.layers.walk import iter_layers
+from keras_tfm.models import TransformerLM
 from tests.helpers import assert_close, random_floats, to_numpy
 
 B, T, S, D = 2, 6, 5, 16
@@ -83,3 +85,22 @@ def test_errors_about_context_and_cache():
         DecoderBlock(4, 32)(random_floats(B, T, 18))
     with pytest.raises(ValueError, match=r"`context` must have rank 3"):
         DecoderBlock(4, 32)(random_floats(B, T, D), random_floats(B, D))
+
+
+@pytest.mark.every_backend
+def test_a_decoder_only_block_has_no_cross_attention_and_every_sublayer_is_built():
+    # An unbuilt sublayer makes Keras trace the whole model again at every train_on_batch (and fit's start).
+    decoder_only = DecoderBlock(num_heads=2, mlp_dim=16, seed=3)
+    decoder_only(np.zeros((1, 4, 8), "float32"))
+    assert not decoder_only.has_cross_attention and decoder_only.cross_attention is None
+    assert all(layer.built for layer in iter_layers(decoder_only))
+    encoder_decoder = DecoderBlock(num_heads=2, mlp_dim=16, seed=3)
+    encoder_decoder(np.zeros((1, 4, 8), "float32"), np.zeros((1, 5, 8), "float32"))
+    assert all(layer.built for layer in iter_layers(encoder_decoder))
+    # Every sublayer keeps its seed: seed + 2, + 4, + 6 in the order self-attention, cross-attention, feed-forward.
+    assert [encoder_decoder.self_attention.seed, encoder_decoder.cross_attention.seed] == [5, 7]
+    assert encoder_decoder.feed_forward.seed == decoder_only.feed_forward.seed == 9
+    lm = TransformerLM.from_preset("tiny", vocab_size=11, max_length=8)
+    lm.compile_for_training()
+    lm.train_on_batch(np.ones((2, 8), "int32"), np.ones((2, 8), "int32"))
+    assert all(layer.built for layer in iter_layers(lm))
