@@ -77,7 +77,7 @@ class DecoderBlock(TransformerBlockBase):
         self.self_attention_norm = self._norm("self_attention_norm")
         self.self_attention = self._attention("self_attention")
         # Made by `build` when there is a context: a decoder-only block has none. (An unbuilt sublayer would make
-        # Keras trace the whole model again at every `train_on_batch` and every `fit`'s start, to build it.)
+        # Keras trace the whole model again at every `train_on_batch` on JAX and PyTorch, to build it.)
         self.cross_attention_norm = self.cross_attention = None
         self._cross_attention_seed = self._next_seed()  # its place in the order of seeds, kept
         self.feed_forward_norm = self._norm("feed_forward_norm")
