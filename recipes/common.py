@@ -100,7 +100,7 @@ def setup(args, recipe=None):
     keras.config.set_dtype_policy(policy)
     print(f"{backend} backend, training on {', '.join(devices.training_devices())}, {threads} threads per pool")
     print(f"{policy}, jit_compile={args.jit!r}: {why}")
-    hint = None if args.quick else fast_paths.faster_backend_hint(recipe, backend)
+    hint = fast_paths.faster_backend_hint(recipe, backend, args.distribute, args.quick)
     if hint:
         print(hint)
     if devices.is_tf_distribute(strategy):

@@ -38,17 +38,18 @@ KINDS_IN_WORDS = {"amx_bf16": "AMX-BF16 units", "avx512_bf16": "AVX512-BF16 inst
                   "avx2": "AVX2 and no bf16 units"}
 
 
-def measured_paths(recipe, distribute="none"):
+def measured_paths(recipe, distribute="none", quick=False):
     """`{backend: (policy, jit_compile, examples/s)}` measured for `recipe` on a CPU of this machine's kind
-    (FAST_PATHS), where that applies: on a CPU of a measured kind and without a `tf.distribute` strategy; else {}."""
-    if distribute in ("mirrored", "multiworker") or devices.on_gpu():
+    (FAST_PATHS), where that applies: to the recipe's own model (not a `--quick` run's tiny one), on one device (not
+    under a `tf.distribute` strategy), on a CPU of a measured kind; else {}."""
+    if quick or distribute in ("mirrored", "multiworker") or devices.on_gpu():
         return {}
     return FAST_PATHS.get(hardware.cpu_kind(), {}).get(recipe, {})
 
 
-def measured_fast_path(recipe, backend, distribute="none"):
-    """`(policy, jit_compile, examples/s)` of `measured_paths(recipe, distribute)` on `backend`, or None."""
-    return measured_paths(recipe, distribute).get(backend)
+def measured_fast_path(recipe, backend, distribute="none", quick=False):
+    """`(policy, jit_compile, examples/s)` of `measured_paths(recipe, distribute, quick)` on `backend`, or None."""
+    return measured_paths(recipe, distribute, quick).get(backend)
 
 
 def fast_path(args, recipe, backend):
@@ -60,7 +61,7 @@ def fast_path(args, recipe, backend):
     A `--quick` run trains a tiny model, not the one measured: it takes the second way, as on an unmeasured CPU.
     (Its few steps would not pay back XLA's compile time: on TensorFlow with AVX2 the table's XLA made quick runs
     1.1-1.4x slower.)"""
-    measured = None if args.quick else measured_fast_path(recipe, backend, args.distribute)
+    measured = measured_fast_path(recipe, backend, args.distribute, args.quick)
     if measured and args.jit == "auto":
         args.jit = measured[1]
     requested = {"auto": None, "off": "float32"}.get(args.mixed_precision, f"mixed_{args.mixed_precision}")
@@ -71,18 +72,19 @@ def fast_path(args, recipe, backend):
     return policy, why
 
 
-def faster_backend_hint(recipe, backend, at_least=1.1):
+def faster_backend_hint(recipe, backend, distribute="none", quick=False, at_least=1.1):
     """A line saying that another backend trains `recipe`'s model at least `at_least` times as fast here and how
-    to get it, or None. Said only where measured (FAST_PATHS, on a CPU of a measured kind); the run
-    itself stays on `backend`."""
-    here = measured_fast_path(recipe, backend)
-    if here is None:
+    to get it, or None. Said only where the table applies (`measured_paths`: not for a `--quick` run, not under a
+    `tf.distribute` strategy, which no other backend runs); the run itself stays on `backend`."""
+    paths = measured_paths(recipe, distribute, quick)
+    if backend not in paths:
         return None
-    fastest, (policy, jit, speed) = max(measured_paths(recipe).items(), key=lambda item: item[1][2])
-    if speed < at_least * here[2]:
+    fastest, (policy, jit, speed) = max(paths.items(), key=lambda item: item[1][2])
+    if speed < at_least * paths[backend][2]:
         return None
-    return (f"note: KERAS_BACKEND={fastest} trains this model {speed / here[2]:.1f}x as fast as {backend} does on "
-            f"this CPU ({policy}, jit_compile={jit}; benchmarks/fast_path.py); this run stays on {backend}, as set")
+    return (f"note: KERAS_BACKEND={fastest} trains this model {speed / paths[backend][2]:.1f}x as fast as {backend} "
+            f"does on this CPU ({policy}, jit_compile={jit}; benchmarks/fast_path.py); this run stays on {backend}, "
+            "as set")
 
 
 STEPS_PER_EXECUTION = 8  # see default_steps_per_execution

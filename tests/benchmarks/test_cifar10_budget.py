@@ -64,7 +64,7 @@ def test_the_keras_io_models_take_ours_path_unless_told_float32(monkeypatch):
 
     measured = ("mixed_bfloat16", False, 314.0)  # a Zen 4's measured fast path for ours' model, on any CPU
     monkeypatch.setattr(hardware, "cpu_kind", lambda: "avx512_bf16")
-    monkeypatch.setattr(fast_paths, "measured_fast_path", lambda recipe, backend, distribute="none": measured
+    monkeypatch.setattr(fast_paths, "measured_fast_path", lambda recipe, backend, distribute="none", quick=False: measured
                         if recipe == "cifar10_vit --preset cifar10_cpu" else None)
     assert benchmark.keras_io_path(benchmark.parse_args(["--image-dir", "x"])) == ("mixed_bfloat16", False)
     float32 = benchmark.parse_args(["--image-dir", "x", "--keras-io-path", "float32"])

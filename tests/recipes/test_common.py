@@ -374,6 +374,12 @@ def test_a_faster_backend_is_named_at_the_start_never_switched_to(monkeypatch):
     assert fast_paths.faster_backend_hint("r", "jax").startswith("note: KERAS_BACKEND=torch trains this model 1.5x")
     assert fast_paths.faster_backend_hint("r", "torch") is None  # the fastest already
     assert fast_paths.faster_backend_hint("other", "tensorflow") is None  # not measured
+    # Where the table does not apply: a --quick run's tiny model, and a tf.distribute strategy, which no other
+    # backend runs (the advice would be to leave the strategy behind).
+    assert fast_paths.faster_backend_hint("r", "tensorflow", quick=True) is None
+    for strategy in ("mirrored", "multiworker"):
+        assert fast_paths.faster_backend_hint("r", "tensorflow", strategy) is None
+    assert fast_paths.faster_backend_hint("r", "jax", "data_parallel").startswith("note: KERAS_BACKEND=torch")
     monkeypatch.setattr(hardware, "cpu_kind", lambda: "amx_bf16")  # that CPU's own table: TensorFlow is fastest
     assert fast_paths.faster_backend_hint("r", "tensorflow") is None
     assert fast_paths.faster_backend_hint("r", "jax").startswith("note: KERAS_BACKEND=tensorflow trains this model 3.0x")
