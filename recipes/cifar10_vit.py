@@ -285,7 +285,7 @@ def main(argv=None, extra_callbacks=()):
     pictures = [AttentionMapCallback(sample, os.path.join(output_dir, "attention"), kind="image",
                                      class_names=class_names, every_n_epochs=max(1, args.epochs // 10), html=True)]
     # The budget's state is kept with the backup: a resumed run goes on with the rest of it and the same plan.
-    budget_state = os.path.join(output_dir, runs.BACKUP, "time_budget.json")
+    budget_state = os.path.join(output_dir, runs.BACKUP, runs.BUDGET_STATE)
     budget = [TimeBudget(args.time_budget, schedule, state_path=budget_state)] if args.time_budget else []
     extra = budget + [ExpectedTime(steps)] + (pictures if args.attention_maps else []) + list(extra_callbacks)
     callbacks = fitting.standard_callbacks(output_dir, extra)

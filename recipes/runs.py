@@ -36,6 +36,7 @@ RUN_FILE = "run.json"
 LOCK_FILE = "run.lock"
 FINISHED = "summary.json"  # written last by `common.finish`: its presence means the run is complete
 BACKUP = "backup"  # BackupAndRestore's last finished epochs and training_metadata.json; a TimeBudget's state
+BUDGET_STATE = "time_budget.json"  # in BACKUP: a TimeBudget's seconds used and plan, epoch by epoch
 # What a full or protected disk raises: the run ends with one line, its last good state kept
 WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 _NOT_RECORDED = {"argv", "output_dir", "overwrite"}  # where the run is, not how it trains
@@ -70,6 +71,17 @@ def finished_epochs(output_dir):
     """The epochs of the main training that are backed up in `output_dir` (0 when none is). Where the backup's
     newest state is damaged, the restore says so and goes on from the one before."""
     return backed_up_epochs(os.path.join(output_dir, BACKUP))
+
+
+def epochs_of(output_dir, done, args):
+    """How many epochs the run in `output_dir` trains, as it stands after `done` epochs: the plan its time budget
+    recorded then (`TimeBudget`'s state in BACKUP/BUDGET_STATE), else `args.epochs` (None if neither is known)."""
+    try:
+        with open(os.path.join(output_dir, BACKUP, BUDGET_STATE)) as file:
+            entry = json.load(file).get(str(done))
+        return int(entry["planned_epochs"])
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):  # no budget, or no record of that epoch
+        return getattr(args, "epochs", None)
 
 
 # -- one writer per run folder ------------------------------------------------------------------------------------
@@ -221,8 +233,8 @@ class Run:
                 record = json.load(file)
             _refuse_another_run(recipe, output_dir, record, shaping)
         resume = command(recipe, argv, output_dir)
-        epochs = getattr(args, "epochs", None)
         done = finished_epochs(output_dir)
+        epochs = epochs_of(output_dir, done, args)
         if record is None:  # a new run (or one begun before run.json was written)
             record = {"recipe": recipe, "model_flags": shaping, "segments": []}
         print(f"run folder: {output_dir}\n  if it is stopped, resume it with: {resume}")
@@ -248,7 +260,7 @@ class Run:
 
     def stopped_message(self):
         done = finished_epochs(self.output_dir)
-        epochs = getattr(self.args, "epochs", None)
+        epochs = epochs_of(self.output_dir, done, self.args)
         at = f"after epoch {done}" + (f" of {epochs}" if epochs else "") if done else "before the first epoch ended"
         return f"stopped {at}; resume with: {self.record['segments'][-1]['command']}"
 

@@ -63,6 +63,23 @@ def test_a_resume_says_where_it_continues_and_records_what_changed(tmp_path, cap
         f"stopped after epoch 3 of 6; resume with: python -m recipes.reverse_digits --epochs 4 --output-dir {tmp_path}")
 
 
+def test_a_time_budgets_plan_is_the_epoch_count_a_resume_and_a_stop_name(tmp_path, capsys):
+    """With `--time-budget` the run trains the epochs its budget planned (the progress bar's "Epoch 2/17"), not
+    `--epochs` (its most): the lines that say where a run stopped and resumes count the plan recorded for the
+    epoch the backup holds."""
+    runs.Run.start("cifar10_vit", str(tmp_path), _args(epochs=100), ("preset",))
+    _backup(tmp_path, 3)
+    state = {str(done): {"seconds": 400.0 * done, "steps": 352, "planned_epochs": planned, "plans": [],
+                         "durations": []} for done, planned in ((2, 17), (3, 16))}
+    (tmp_path / runs.BACKUP / runs.BUDGET_STATE).write_text(json.dumps(state))
+    capsys.readouterr()
+    run = runs.Run.start("cifar10_vit", str(tmp_path), _args(epochs=100), ("preset",))
+    assert "resuming from epoch 4 of 16 (3 finished epochs restored from backup/)" in capsys.readouterr().out
+    assert run.stopped_message().startswith("stopped after epoch 3 of 16; resume with: ")
+    (tmp_path / runs.BACKUP / runs.BUDGET_STATE).write_text("{")  # damaged: the flag's count, as without a budget
+    assert run.stopped_message().startswith("stopped after epoch 3 of 100; resume with: ")
+
+
 def test_a_flag_that_shapes_the_weights_is_refused_on_resume(tmp_path, capsys):
     runs.Run.start("reverse_digits", str(tmp_path), _args(), ("preset", "max_digits"))
     before = (tmp_path / runs.RUN_FILE).read_text()
