@@ -122,11 +122,14 @@ def load_tokenizer(run_dir):
     return None
 
 
+SPACE = "\u2423"  # "␣": a space's label in pictures, where a blank tick would say nothing
+
+
 def labels_of(tokenizer):
-    """A label per token id (for pictures): the character or subword piece; newlines shown as \\n."""
+    """A label per token id (for pictures): the character or subword piece; newlines shown as \\n, a space as ␣."""
     if isinstance(tokenizer, Subwords):
         return tokenizer.labels()
-    return ["<pad>"] + [repr(c)[1:-1] for c in tokenizer.characters]
+    return ["<pad>"] + [SPACE if c == " " else repr(c)[1:-1] for c in tokenizer.characters]
 
 
 def continue_text(model, prompt_ids, new_tokens, seed, temperature, k):

@@ -36,6 +36,10 @@ def test_character_vocabulary_and_windows():
     assert x.shape == (4, 5) and np.array_equal(y, x + 1)
     batch_x, batch_y = next(iter(text_corpus.random_windows(np.arange(1, 50), 8, batch_size=3, seed=1)))
     assert batch_x.shape == (3, 8) and np.array_equal(np.asarray(batch_y), np.asarray(batch_x) + 1)
+    # The pictures' tick labels: one per id, none blank (a space is ␣, a newline \n).
+    labels = language_model.labels_of(vocabulary)
+    assert len(labels) == vocabulary.vocab_size and all(label.strip() for label in labels)
+    assert [labels[i] for i in vocabulary.encode("o w\n")] == ["o", "\u2423", "w", "\\n"]
 
 
 def test_a_missing_text_file_is_data_unavailable(tmp_path):
