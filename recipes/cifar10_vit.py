@@ -248,10 +248,14 @@ def main(argv=None, extra_callbacks=()):
         except ValueError as error:  # more held out than there are images: a usage error, not a traceback
             print(f"error: --validation-images {args.validation_images}: {error}", file=sys.stderr)
             raise SystemExit(2) from None
+    share = args.validation_images / training_images
     print(f"validation: {args.validation_images:,} of the {training_images:,} training images held out "
-          f"({args.validation_images / training_images:.0%})")
+          f"({'under 1%' if 0 < share < 0.005 else f'{share:.0%}'})")
     if args.train_samples:
         train = train.take(args.train_samples)
+        if args.train_samples < training_images - args.validation_images:
+            print(f"training on {args.train_samples:,} of the other {training_images - args.validation_images:,} "
+                  "(--train-samples)")
     test_images, test_labels = cifar10.to_arrays(test.take(args.test_samples) if args.test_samples else test)
     num_classes = len(class_names)
     train_batches = cifar10.training_pipeline(

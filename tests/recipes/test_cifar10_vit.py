@@ -59,15 +59,17 @@ def test_quick_run_on_an_image_folder_writes_every_promised_file(tmp_path, capsy
     out = capsys.readouterr().out
     assert "test accuracy" in out and f"(open in a browser): {run / 'attention' / 'attention.html'}" in out
     assert "validation: 10 of the 100 training images held out (10%)" in out
+    assert "(--train-samples)" not in out  # --quick's 384 training images: more than the 90 there are, so all of them
 
 
 @pytest.mark.slow
-def test_a_pooled_preset_shows_where_it_looks_by_occlusion(tmp_path):
+def test_a_pooled_preset_shows_where_it_looks_by_occlusion(tmp_path, capsys):
     """cifar10_cpu pools its tokens (no [CLS] token): its pictures hide patches instead of rolling attention out."""
     images = write_image_folder(tmp_path / "cifar", train_per_class=4)
     run = tmp_path / "run"
     cifar10_vit.main(["--quick", "--preset", "cifar10_cpu", "--image-dir", str(images), "--output-dir", str(run),
-                      "--no-attention-maps", "--train-samples", "40", "--test-samples", "8"])
+                      "--no-attention-maps", "--train-samples", "30", "--test-samples", "8"])
+    assert "training on 30 of the other 36 (--train-samples)" in capsys.readouterr().out  # 4 of 40 validate
     assert sorted(os.listdir(run / "occlusion")) == [f"occlusion_{i}.png" for i in range(8)]
     assert (run / "where_it_looks.png").is_file() and not (run / "rollout").exists()
 
