@@ -193,8 +193,11 @@ def main(argv=None, extra_callbacks=()):
 
     x_train, y_train, dropped = to_ids(train_source, train_target)
     x_valid, y_valid, _ = to_ids(*corpus["validation"])
+    validation = len(corpus["validation"][0])  # BLEU translates them all; the loss sees the pairs that fit
     print(f"{len(x_train)} training pairs ({dropped} longer than {args.max_length} tokens dropped), "
-          f"{len(x_valid)} validation, {len(test_source)} test; vocabulary {source_tokenizer.vocab_size}"
+          + (f"{len(x_valid)} validation" if len(x_valid) == validation else
+             f"{len(x_valid)} of the {validation} validation pairs for the loss (BLEU translates all)")
+          + f", {len(test_source)} test; vocabulary {source_tokenizer.vocab_size}"
           + (f" / {target_tokenizer.vocab_size}" if args.separate_vocab else " (shared)"))
 
     # Model: tied output embedding (the paper's §3.4); AdamW with the paper's betas (0.9, 0.98), warm-up then

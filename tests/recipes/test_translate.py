@@ -1,5 +1,6 @@
 import json
 import os
+import re
 
 import keras
 import numpy as np
@@ -118,7 +119,13 @@ def test_quick_run_writes_every_promised_file(corpus_files, tmp_path, capsys, lo
     # --translate RUN_DIR: the run's beam translations of new sentences, nothing trained.
     beam = translator.generate(test_source[:2], strategy="beam", num_beams=2)
     assert translate.main(["--translate", str(tmp_path), *test_source[:2], "--num-beams", "2"]) == {"translations": beam}
-    assert f"{test_source[0]}\n  -> {beam[0]}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{test_source[0]}\n  -> {beam[0]}" in out
+    # The start's count of validation pairs and the BLEU lines' count of sentences agree: BLEU translates every
+    # validation sentence, the loss only the pairs that fit in max_length.
+    scored = {int(n) for n in re.findall(r"val_bleu [\d.]+ \(greedy, (\d+) sentences", out)}
+    fitting, of = re.search(r"training pairs \(.*?\), (\d+)(?: of the (\d+))? validation", out).groups()
+    assert scored == {int(of or fitting)} and int(fitting) <= int(of or fitting)
 
 
 def test_translate_on_a_folder_without_a_translator_says_where_it_looks(tmp_path, capsys):
