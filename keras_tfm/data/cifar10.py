@@ -70,7 +70,8 @@ def load_tfds(data_dir=None, download=True):
         images) and the ten class names.
 
     Raises:
-        DataUnavailable: no prepared copy, and downloading is off or fails.
+        DataUnavailable: no prepared copy, and downloading is off or fails; or `data_dir` holds image folders
+            (the message says to pass them as `image_dir`).
     """
     import tensorflow_datasets as tfds  # imported here: the image-folder path does not need it
 
@@ -79,6 +80,11 @@ def load_tfds(data_dir=None, download=True):
             return _tfds_splits(tfds, data_dir)
     except (AssertionError, FileNotFoundError):  # tfds asserts that the prepared files exist
         pass
+    if data_dir is not None and _has_image_folder_layout(data_dir):  # image folders, given as the wrong folder
+        raise DataUnavailable(
+            f"CIFAR-10: {data_dir} holds image folders (train/<class>/ and test/<class>/), not a tensorflow-datasets "
+            "copy: pass it as `image_dir` (`--image-dir` in the recipes), not `data_dir` (`--data-dir`)."
+        )
     with quiet_tfds_lookup():
         where = tfds.builder("cifar10", data_dir=data_dir).data_dir
     tried = f"Looked for a prepared tensorflow-datasets copy of CIFAR-10 in {where} and found none"
@@ -94,6 +100,13 @@ def load_tfds(data_dir=None, download=True):
         f"CIFAR-10 is not available. {tried}, and downloading it from {DOWNLOAD_URL} failed ({problem}). "
         f"{_HOW_TO_PROVIDE}"
     )
+
+
+def _has_image_folder_layout(folder):
+    """`folder/train` and `folder/test` each hold class folders (what `load_image_folder` reads)."""
+    splits = [os.path.join(folder, split) for split in ("train", "test")]
+    return all(os.path.isdir(split) and any(os.path.isdir(os.path.join(split, name)) for name in os.listdir(split))
+               for split in splits)
 
 
 def _tfds_splits(tfds, data_dir):

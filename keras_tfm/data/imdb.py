@@ -60,7 +60,8 @@ def load_tfds(data_dir=None, download=None):
     A prepared copy in `data_dir` (default: the tensorflow-datasets folder) is used as is. Without one, and when
     downloading (by default only without a `data_dir`: a folder the user names is never filled unasked), the
     download host is checked first (one connection attempt, `keras_tfm.data.CONNECT_TIMEOUT` seconds), so an
-    offline machine gets `DataUnavailable` at once and no half-written folder.
+    offline machine gets `DataUnavailable` at once and no half-written folder. A `data_dir` that holds the unpacked
+    archive instead (train/pos, ...) gets `DataUnavailable` saying to pass it as `imdb_dir`.
     """
     import tensorflow_datasets as tfds
 
@@ -70,6 +71,11 @@ def load_tfds(data_dir=None, download=None):
             return _tfds_splits(tfds, data_dir)
     except Exception as error:  # tfds reports a missing copy with several exception types
         missing = f"{type(error).__name__}: {first_line(error)}"
+    if data_dir is not None and _has_acl_imdb_layout(data_dir):  # the unpacked archive, given as the wrong folder
+        raise DataUnavailable(
+            f"IMDB: {data_dir!r} is an unpacked aclImdb folder (train/pos, train/neg, test/pos, test/neg), not a "
+            "tensorflow-datasets copy: pass it as `--imdb-dir` (`load_imdb(imdb_dir=...)`), not `--data-dir`."
+        )
     if not download:
         raise DataUnavailable(
             f"IMDB: could not load tensorflow-datasets 'imdb_reviews' from {data_dir!r} (nothing is downloaded "
@@ -82,6 +88,10 @@ def load_tfds(data_dir=None, download=None):
             f"failed ({problem}). " + _HOW_TO_PROVIDE
         )
     return _tfds_splits(tfds, data_dir)
+
+
+def _has_acl_imdb_layout(folder):
+    return all(os.path.isdir(os.path.join(folder, split, name)) for split in ("train", "test") for name in CLASS_NAMES)
 
 
 def load_unlabelled(imdb_dir=None, data_dir=None):

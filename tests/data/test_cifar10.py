@@ -68,6 +68,16 @@ def test_without_a_network_the_download_is_not_started_and_no_folder_is_left(net
     assert [r.getMessage() for r in caplog.records if r.name == "absl"] == []  # no tfds warnings before the message
 
 
+def test_image_folders_given_as_the_tfds_folder_are_named_for_what_they_are(network_unreachable, tmp_path):
+    """`--data-dir` pointing at train/<class>/ and test/<class>/ (what `--image-dir` takes): the error says so."""
+    pytest.importorskip("tensorflow_datasets")
+    folder = write_image_folder(tmp_path / "cifar", 1, 1)
+    for download in (False, True):  # and nothing is downloaded into it
+        with pytest.raises(DataUnavailable, match="holds image folders .* pass it as `image_dir` \\(`--image-dir`"):
+            cifar10.load_tfds(str(folder), download=download)
+    assert network_unreachable.connections == []
+
+
 def test_holdout_is_stratified_seeded_and_disjoint():
     import tensorflow as tf
 

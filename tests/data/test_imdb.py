@@ -62,3 +62,13 @@ def test_a_named_tfds_folder_is_not_downloaded_into_by_default(network_unreachab
     with pytest.raises(DataUnavailable, match="nothing is downloaded into a folder you name"):
         imdb.load_imdb(data_dir=str(tmp_path / "tfds"))
     assert network_unreachable.connections == [] and not (tmp_path / "tfds").exists()
+
+
+def test_an_unpacked_archive_given_as_the_tfds_folder_is_named_for_what_it_is(network_unreachable, tmp_path):
+    """`--data-dir path/to/aclImdb` (the folder `--imdb-dir` takes): the error says which flag it belongs to."""
+    pytest.importorskip("tensorflow_datasets")
+    folder = str(write_acl_imdb(tmp_path / "aclImdb", per_class=1))
+    for download in (False, True):  # and nothing is downloaded into it
+        with pytest.raises(DataUnavailable, match="is an unpacked aclImdb folder .* pass it as `--imdb-dir`"):
+            imdb.load_tfds(folder, download=download)
+    assert network_unreachable.connections == []
