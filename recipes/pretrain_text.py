@@ -77,7 +77,6 @@ def main(argv=None, extra_callbacks=()):
     is_held_out[held_out] = True
     train = [doc for doc, out in zip(documents, is_held_out) if not out]
     validation = [doc for doc, out in zip(documents, is_held_out) if out]
-    print(f"{len(train)} documents to pre-train on, {len(validation)} held out")
     _, summary = pretrain(train, validation, args, output_dir, strategy, started=started,
                           extra_callbacks=extra_callbacks)
     return summary
