@@ -105,8 +105,12 @@ def load_tfds(data_dir=None, download=True):
 def _has_image_folder_layout(folder):
     """`folder/train` and `folder/test` each hold class folders (what `load_image_folder` reads)."""
     splits = [os.path.join(folder, split) for split in ("train", "test")]
-    return all(os.path.isdir(split) and any(os.path.isdir(os.path.join(split, name)) for name in os.listdir(split))
-               for split in splits)
+    return all(os.path.isdir(split) and _class_folders(split) for split in splits)
+
+
+def _class_folders(folder):
+    """The names of the sub-folders of `folder` (one per class), sorted."""
+    return sorted(name for name in os.listdir(folder) if os.path.isdir(os.path.join(folder, name)))
 
 
 def _tfds_splits(tfds, data_dir):
@@ -148,10 +152,7 @@ def load_image_folder(path, seed=0, skip_unreadable=False):
             f"No CIFAR-10 image folder at {path}: {' and '.join(missing)} missing. Expected "
             f"{path}/train/<class>/*.png and {path}/test/<class>/*.png (or .jpg, .jpeg, .bmp, .gif). {_HOW_TO_PROVIDE}"
         )
-    class_names = sorted(name for name in os.listdir(folders["train"])
-                         if os.path.isdir(os.path.join(folders["train"], name)))
-    test_classes = sorted(name for name in os.listdir(folders["test"])
-                          if os.path.isdir(os.path.join(folders["test"], name)))
+    class_names, test_classes = _class_folders(folders["train"]), _class_folders(folders["test"])
     if test_classes != class_names:
         raise DataUnavailable(f"The class folders of {folders['test']} ({test_classes}) differ from those of "
                               f"{folders['train']} ({class_names}). {_HOW_TO_PROVIDE}")

@@ -38,8 +38,7 @@ def load_folder(imdb_dir, seed=0):
     Reviews are read in a shuffled (seeded) order, so that taking the first few gives both classes.
     `train/unsup` (unlabelled reviews) is not part of them: `load_unlabelled` reads it.
     """
-    missing = [os.path.join(split, name) for split in ("train", "test") for name in CLASS_NAMES
-               if not os.path.isdir(os.path.join(imdb_dir, split, name))]
+    missing = _missing_class_folders(imdb_dir)
     if missing:
         raise DataUnavailable(
             f"IMDB: the folder {imdb_dir!r} does not have the aclImdb layout: missing {', '.join(missing)}. "
@@ -71,7 +70,7 @@ def load_tfds(data_dir=None, download=None):
             return _tfds_splits(tfds, data_dir)
     except Exception as error:  # tfds reports a missing copy with several exception types
         missing = f"{type(error).__name__}: {first_line(error)}"
-    if data_dir is not None and _has_acl_imdb_layout(data_dir):  # the unpacked archive, given as the wrong folder
+    if data_dir is not None and not _missing_class_folders(data_dir):  # the unpacked archive, as the wrong folder
         raise DataUnavailable(
             f"IMDB: {data_dir!r} is an unpacked aclImdb folder (train/pos, train/neg, test/pos, test/neg), not a "
             "tensorflow-datasets copy: pass it as `--imdb-dir` (`load_imdb(imdb_dir=...)`), not `--data-dir`."
@@ -90,8 +89,10 @@ def load_tfds(data_dir=None, download=None):
     return _tfds_splits(tfds, data_dir)
 
 
-def _has_acl_imdb_layout(folder):
-    return all(os.path.isdir(os.path.join(folder, split, name)) for split in ("train", "test") for name in CLASS_NAMES)
+def _missing_class_folders(folder):
+    """The class folders of the aclImdb layout (train/pos, ..., test/neg) that `folder` lacks."""
+    return [os.path.join(split, name) for split in ("train", "test") for name in CLASS_NAMES
+            if not os.path.isdir(os.path.join(folder, split, name))]
 
 
 def load_unlabelled(imdb_dir=None, data_dir=None):
