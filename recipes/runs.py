@@ -31,6 +31,7 @@ import time
 
 from keras_tfm import files
 from keras_tfm.callbacks.backup_and_restore import backed_up_epochs
+from keras_tfm.callbacks.time_budget import recorded_states
 
 RUN_FILE = "run.json"
 LOCK_FILE = "run.lock"
@@ -76,12 +77,9 @@ def finished_epochs(output_dir):
 def epochs_of(output_dir, done, args):
     """How many epochs the run in `output_dir` trains, as it stands after `done` epochs: the plan its time budget
     recorded then (`TimeBudget`'s state in BACKUP/BUDGET_STATE), else `args.epochs` (None if neither is known)."""
-    try:
-        with open(os.path.join(output_dir, BACKUP, BUDGET_STATE)) as file:
-            entry = json.load(file).get(str(done))
-        return int(entry["planned_epochs"])
-    except (OSError, ValueError, AttributeError, KeyError, TypeError):  # no budget, or no record of that epoch
-        return getattr(args, "epochs", None)
+    entry = recorded_states(os.path.join(output_dir, BACKUP, BUDGET_STATE)).get(str(done))
+    planned = entry.get("planned_epochs") if isinstance(entry, dict) else None  # None: no budget, or no record
+    return planned or getattr(args, "epochs", None)
 
 
 # -- one writer per run folder ------------------------------------------------------------------------------------

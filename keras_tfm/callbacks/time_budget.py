@@ -163,12 +163,8 @@ class TimeBudget(keras.callbacks.Callback):
 
     def _resume(self, done):
         """Goes on from the state recorded after `done` epochs, if there is one."""
-        try:
-            with open(self.state_path) as file:
-                states = json.load(file)
-        except (OSError, ValueError):
-            states = None
-        entry = states.get(str(done)) if isinstance(states, dict) else None
+        states = recorded_states(self.state_path)
+        entry = states.get(str(done))
         if not isinstance(entry, dict):
             if self.verbose:
                 print(f"time budget {self.minutes:g} min: {self.state_path} has no record of epoch {done}, so "
@@ -184,3 +180,15 @@ class TimeBudget(keras.callbacks.Callback):
         if self.verbose:
             print(f"time budget {self.minutes:g} min: resumed after epoch {done}, {entry['seconds']:.0f} s of it "
                   f"used; training is planned for {self.planned_epochs} epochs of {self.steps} steps")
+
+
+def recorded_states(state_path):
+    """What a `TimeBudget` with `state_path` recorded: `{epochs done, as a string: state}` for the last epochs, each
+    state a dict with the seconds used (`"seconds"`), `"planned_epochs"`, `"steps"`, `"plans"` and `"durations"`;
+    {} when the file is missing or damaged."""
+    try:
+        with open(state_path) as file:
+            states = json.load(file)
+    except (OSError, ValueError):
+        return {}
+    return states if isinstance(states, dict) else {}
